@@ -1,0 +1,39 @@
+// Command metaroce is the MetaRoCE command-line tool: the fabric simulator
+// today; status, telemetry, benchmarks, the namespace demo and the
+// compliance suite as they land.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: metaroce <command> [flags]
+
+commands:
+  sim     run a scenario on the virtual-time fabric simulator
+
+Run 'metaroce <command> -h' for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "sim":
+		err = runSim(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "metaroce: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metaroce:", err)
+		os.Exit(1)
+	}
+}

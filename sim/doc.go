@@ -1,0 +1,16 @@
+// Package sim is a discrete-event network simulator that drives real
+// transport.Endpoints in virtual time.
+//
+// A Network holds hosts (each an Endpoint with an address and a NIC) and
+// one-way links with a rate, a propagation delay and seeded impairments:
+// random loss, reordering (a packet is held back by a random extra delay),
+// duplication and corruption (one bit flipped, which the CRC32C must catch).
+// Time only moves when the next event is taken from a heap, so a run is
+// deterministic for a seed and as fast as the events allow.
+//
+// The NIC model pulls: a host asks its Endpoint for a packet only when its
+// NIC is free, and the NIC is busy for the packet's serialisation time, so
+// the sender's own window and the link rate, not an unbounded queue, bound
+// what is in flight. Packet buffers come from a free list and events are
+// values in a heap slice: the event loop allocates nothing per packet.
+package sim

@@ -1,0 +1,316 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Time is virtual time in nanoseconds.
+type Time = transport.Time
+
+// WireOverhead is what each packet adds on the wire beyond the transport
+// packet: Ethernet header and FCS (18), preamble and inter-frame gap (20),
+// IPv4 (20) and UDP (8).
+const WireOverhead = 18 + 20 + 20 + 8
+
+// LinkConfig describes one direction of a link.
+type LinkConfig struct {
+	RateBps      float64       // bits per second
+	Delay        time.Duration // propagation delay
+	Loss         float64       // probability a packet is dropped
+	Reorder      float64       // probability a packet is held back
+	ReorderDelay time.Duration // the most a held-back packet is delayed
+	Dup          float64       // probability a packet is delivered twice
+	Corrupt      float64       // probability one bit of a packet is flipped
+	// Drop, if set, is asked about every packet before the random
+	// impairments: scenario faults such as a blackholed stream or a cut
+	// link at a given time. It must not keep pkt.
+	Drop func(now Time, pkt []byte) bool
+}
+
+// LinkStats counts what a link did.
+type LinkStats struct {
+	Packets, Bytes, Dropped, Reordered, Duplicated, Corrupted uint64
+}
+
+// Link is one direction between two hosts.
+type Link struct {
+	cfg   LinkConfig
+	to    *Host
+	Stats LinkStats
+}
+
+// Host is one simulated machine.
+type Host struct {
+	Addr netip.Addr
+	EP   *transport.Endpoint
+	// OnCompletion receives each completion the endpoint produces.
+	OnCompletion func(now Time, c transport.Completion)
+
+	idx     int
+	net     *Network
+	nicBusy bool
+	rate    float64
+	timerAt Time
+	cqes    []transport.Completion
+	links   map[netip.Addr]*Link
+}
+
+type evKind uint8
+
+const (
+	evDeliver evKind = iota
+	evTxDone
+	evTimer
+	evCall
+)
+
+type event struct {
+	at   Time
+	seq  uint64 // tie-break: FIFO among equal times, for determinism
+	kind evKind
+	host int32
+	buf  int32
+	n    int32
+	from int32
+}
+
+// Network is a simulated network and its event loop.
+type Network struct {
+	now    Time
+	seq    uint64
+	events []event
+	hosts  []*Host
+	byAddr map[netip.Addr]*Host
+	rng    *rand.Rand
+	bufs   [][]byte
+	free   []int32
+	calls  []func(now Time)
+	bufLen int
+
+	// Events counts events processed.
+	Events uint64
+}
+
+// New returns an empty network whose impairments draw from seed.
+func New(seed uint64) *Network {
+	return &Network{
+		byAddr: map[netip.Addr]*Host{},
+		rng:    rand.New(rand.NewPCG(seed, seed^0xdeadbeefcafef00d)),
+	}
+}
+
+// Now returns the virtual time.
+func (n *Network) Now() Time { return n.now }
+
+// AddHost adds a host with an endpoint built from cfg; its NIC sends at
+// rateBps.
+func (n *Network) AddHost(addr netip.Addr, cfg transport.Config, rateBps float64) (*Host, error) {
+	ep, err := transport.NewEndpoint(cfg, addr)
+	if err != nil {
+		return nil, fmt.Errorf("host %v: %w", addr, err)
+	}
+	h := &Host{Addr: addr, EP: ep, idx: len(n.hosts), net: n, rate: rateBps,
+		timerAt: transport.Never, cqes: make([]transport.Completion, 64), links: map[netip.Addr]*Link{}}
+	n.hosts = append(n.hosts, h)
+	n.byAddr[addr] = h
+	if l := ep.MaxPacket(); l > n.bufLen {
+		n.bufLen = l
+	}
+	return h, nil
+}
+
+// Connect adds a one-way link from a to b (replacing any).
+func (n *Network) Connect(a, b *Host, cfg LinkConfig) *Link {
+	l := &Link{cfg: cfg, to: b}
+	a.links[b.Addr] = l
+	return l
+}
+
+// At runs f at virtual time t (for scenarios: posting work, faults).
+func (n *Network) At(t Time, f func(now Time)) {
+	n.calls = append(n.calls, f)
+	n.push(event{at: t, kind: evCall, buf: int32(len(n.calls) - 1)})
+}
+
+// SetLink changes the impairments of l from now on.
+func (l *Link) SetLink(cfg LinkConfig) { l.cfg = cfg }
+
+// Kick makes h look for work now (after the scenario posted some).
+func (h *Host) Kick() { h.service() }
+
+func (n *Network) buf() int32 {
+	if k := len(n.free); k > 0 {
+		i := n.free[k-1]
+		n.free = n.free[:k-1]
+		return i
+	}
+	n.bufs = append(n.bufs, make([]byte, n.bufLen))
+	return int32(len(n.bufs) - 1)
+}
+
+func (n *Network) release(i int32) { n.free = append(n.free, i) }
+
+// Run processes events until none are left, until is reached, or stop
+// returns true (checked after every event).
+func (n *Network) Run(until Time, stop func() bool) {
+	for len(n.events) > 0 {
+		ev := n.pop()
+		if ev.at > until {
+			n.push(ev)
+			n.now = until
+			return
+		}
+		n.now = ev.at
+		n.Events++
+		switch ev.kind {
+		case evDeliver:
+			h := n.hosts[ev.host]
+			from := n.hosts[ev.from].Addr
+			b := n.bufs[ev.buf][:ev.n]
+			ce := false
+			h.EP.Receive(n.now, from, ce, b)
+			n.release(ev.buf)
+			h.service()
+		case evTxDone:
+			h := n.hosts[ev.host]
+			h.nicBusy = false
+			h.service()
+		case evTimer:
+			h := n.hosts[ev.host]
+			if h.timerAt == ev.at {
+				h.timerAt = transport.Never
+				h.EP.Timeout(n.now)
+				h.service()
+			}
+		case evCall:
+			f := n.calls[ev.buf]
+			n.calls[ev.buf] = nil
+			f(n.now)
+		}
+		if stop != nil && stop() {
+			return
+		}
+	}
+}
+
+// service moves a host forward at the current time: completions to the
+// scenario (which may post work), then one packet onto its NIC if the NIC
+// is free, then the next timer.
+func (h *Host) service() {
+	n := h.net
+	for {
+		k := h.EP.PollCompletions(h.cqes)
+		if k == 0 {
+			break
+		}
+		for _, c := range h.cqes[:k] {
+			if h.OnCompletion != nil {
+				h.OnCompletion(n.now, c)
+			}
+		}
+	}
+	if !h.nicBusy {
+		bi := n.buf()
+		b := n.bufs[bi]
+		d, ok := h.EP.Transmit(n.now, b)
+		if ok {
+			ser := Time(float64((d.Len+WireOverhead)*8) / h.rate * 1e9)
+			h.nicBusy = true
+			n.push(event{at: n.now + ser, kind: evTxDone, host: int32(h.idx)})
+			if l := h.links[d.Dst]; l != nil {
+				l.carry(n, h, bi, d.Len, n.now+ser)
+			} else {
+				n.release(bi)
+			}
+		} else {
+			n.release(bi)
+		}
+	}
+	if t := h.EP.NextTimeout(); t != transport.Never && t < h.timerAt {
+		h.timerAt = max(t, n.now)
+		n.push(event{at: h.timerAt, kind: evTimer, host: int32(h.idx)})
+	}
+}
+
+// carry puts a packet that finishes serialising at t on the link.
+func (l *Link) carry(n *Network, from *Host, bi int32, size int, t Time) {
+	c := &l.cfg
+	l.Stats.Packets++
+	l.Stats.Bytes += uint64(size)
+	if c.Drop != nil && c.Drop(n.now, n.bufs[bi][:size]) {
+		l.Stats.Dropped++
+		n.release(bi)
+		return
+	}
+	if c.Loss > 0 && n.rng.Float64() < c.Loss {
+		l.Stats.Dropped++
+		n.release(bi)
+		return
+	}
+	if c.Corrupt > 0 && n.rng.Float64() < c.Corrupt {
+		l.Stats.Corrupted++
+		bit := n.rng.IntN(size * 8)
+		n.bufs[bi][bit/8] ^= 1 << (bit % 8)
+	}
+	at := t + Time(c.Delay)
+	if c.Reorder > 0 && n.rng.Float64() < c.Reorder {
+		l.Stats.Reordered++
+		at += Time(n.rng.Int64N(int64(c.ReorderDelay) + 1))
+	}
+	if c.Dup > 0 && n.rng.Float64() < c.Dup {
+		l.Stats.Duplicated++
+		d := n.buf()
+		copy(n.bufs[d], n.bufs[bi][:size])
+		n.push(event{at: at + 1, kind: evDeliver, host: int32(l.to.idx), buf: d, n: int32(size), from: int32(from.idx)})
+	}
+	n.push(event{at: at, kind: evDeliver, host: int32(l.to.idx), buf: bi, n: int32(size), from: int32(from.idx)})
+}
+
+func (n *Network) push(ev event) {
+	ev.seq = n.seq
+	n.seq++
+	n.events = append(n.events, ev)
+	i := len(n.events) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !n.less(i, p) {
+			break
+		}
+		n.events[i], n.events[p] = n.events[p], n.events[i]
+		i = p
+	}
+}
+
+func (n *Network) less(i, j int) bool {
+	a, b := &n.events[i], &n.events[j]
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
+}
+
+func (n *Network) pop() event {
+	top := n.events[0]
+	last := len(n.events) - 1
+	n.events[0] = n.events[last]
+	n.events = n.events[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= last {
+			break
+		}
+		m := l
+		if r := l + 1; r < last && n.less(r, l) {
+			m = r
+		}
+		if !n.less(m, i) {
+			break
+		}
+		n.events[i], n.events[m] = n.events[m], n.events[i]
+		i = m
+	}
+	return top
+}

@@ -1,0 +1,215 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// Config tunes an Endpoint. The zero value of a field means "default"
+// (see Defaults); Validate resolves defaults and rejects nonsense once, so
+// the engine never re-checks a setting on the hot path.
+type Config struct {
+	// MTU is the IP MTU of the links. The payload per packet is derived
+	// from it for the worst case (IPv6): MTU - 40 (IPv6) - 8 (UDP) -
+	// 64 (data header) - 4 (CRC32C).
+	MTU int
+	// Paths is the number of logical paths (entropy values) per connection.
+	Paths int
+	// SendWindow bounds packets in flight per connection (also bounded by
+	// the peer's receive window).
+	SendWindow int
+	// RecvWindow is the receive bitmap size in packets (a power of two,
+	// at most 65536), announced to peers as their credit.
+	RecvWindow int
+	// MsgWindow is the number of messages that may be outstanding per
+	// connection and direction (a power of two).
+	MsgWindow int
+	// RecvQueue is the number of receive buffers a connection can have
+	// posted (a power of two).
+	RecvQueue int
+	// MaxStreams is the number of streams per connection (ids 0..MaxStreams-1).
+	MaxStreams int
+	// MaxPathID bounds path ids a receiver tracks state for.
+	MaxPathID int
+	// PathRing bounds unresolved transmissions per path (a power of two,
+	// at most 256: the SACK bitmap covers 256 sequence numbers).
+	PathRing int
+	// AckEvery makes a receiver ack a path after this many packets on it.
+	AckEvery int
+	// AckDelay makes a receiver ack a path at most this long after the
+	// first packet it has not acked yet.
+	AckDelay time.Duration
+	// ReorderPackets: a hole in a path's sequence counts as a loss once
+	// this many later transmissions on that path have been acked.
+	ReorderPackets int
+	// ReorderFraction: a hole also counts as a loss once it is older than
+	// the path RTT plus this fraction of it (RACK-style time threshold).
+	ReorderFraction float64
+	// InitialRTO, MinRTO, MaxRTO bound the retransmission timeout.
+	InitialRTO, MinRTO, MaxRTO time.Duration
+	// MaxRetries is the number of consecutive timeouts without progress
+	// after which a connection fails.
+	MaxRetries int
+	// RNRDelay is how long a sender waits after an RNR NACK before
+	// resending; RNRRetries bounds consecutive RNR NACKs per message.
+	RNRDelay   time.Duration
+	RNRRetries int
+	// ConnectTimeout is the first retransmission interval of CONNECT and
+	// DISCONNECT; ConnectRetries bounds them.
+	ConnectTimeout time.Duration
+	ConnectRetries int
+	// CookieLifetime bounds the age of a handshake cookie.
+	CookieLifetime time.Duration
+	// ResetRate bounds RESET and REJECT replies per millisecond, so a
+	// flood of stray packets cannot be turned into a flood of replies.
+	ResetRate int
+	// MaxConns bounds connections per endpoint.
+	MaxConns int
+	// Port is the UDP destination port (§2.2); EntropyMin..EntropyMax is
+	// the range of UDP source ports used as path entropy.
+	Port                   uint16
+	EntropyMin, EntropyMax uint16
+	// Seed seeds connection ids, initial PSNs, entropy values and the
+	// cookie secret. Zero means "use crypto/rand"; the simulator sets it
+	// so runs are deterministic.
+	Seed uint64
+}
+
+// Defaults are the values Validate fills in. Each has its reason:
+var Defaults = Config{
+	MTU:             1500,                   // what a commodity Ethernet fabric runs unless told otherwise
+	Paths:           16,                     // enough entropy to spread over a 16-way ECMP stage (issue 3 revisits)
+	SendWindow:      512,                    // ~700 KB at MTU 1500: a 100 Gb/s x 50 us bandwidth-delay product
+	RecvWindow:      1024,                   // twice the send window, so reordering never stalls the sender
+	MsgWindow:       256,                    // a few hundred small messages in flight per connection
+	RecvQueue:       256,                    // matches MsgWindow: every message in flight can be a SEND
+	MaxStreams:      64,                     // streams are cheap (two words each); 64 covers a rank's peers
+	MaxPathID:       1024,                   // path ids up to 4x the 256 paths a sender may use
+	PathRing:        64,                     // per-path transmissions in flight; SendWindow/Paths x 2, pow2
+	AckEvery:        4,                      // one ack per 4 packets per path: ~1.4% of data bytes at MTU 1500
+	AckDelay:        10 * time.Microsecond,  // under a datacenter RTT, so coalescing costs little
+	ReorderPackets:  3,                      // the TCP/QUIC packet threshold
+	ReorderFraction: 0.25,                   // RACK's reorder window: a quarter of the RTT
+	InitialRTO:      time.Millisecond,       // before any RTT sample: ~20 datacenter RTTs
+	MinRTO:          200 * time.Microsecond, // guards against RTT samples below queueing jitter
+	MaxRTO:          100 * time.Millisecond,
+	MaxRetries:      12, // with backoff, ~seconds of silence before declaring the peer dead
+	RNRDelay:        20 * time.Microsecond,
+	RNRRetries:      1000, // a slow consumer is not an error; an absent one eventually is
+	ConnectTimeout:  time.Millisecond,
+	ConnectRetries:  10,
+	CookieLifetime:  10 * time.Second,
+	ResetRate:       64,
+	MaxConns:        1 << 16,
+	Port:            wire.DefaultPort,
+	EntropyMin:      49152, // the IANA dynamic range, where ephemeral ports live anyway
+	EntropyMax:      65535,
+}
+
+// Header overhead per data packet in the worst case (IPv6).
+const overheadV6 = 40 + 8 + wire.DataLen + wire.TrailerLen
+
+// MaxPayload returns the payload bytes per data packet at the configured MTU.
+func (c *Config) MaxPayload() int { return c.MTU - overheadV6 }
+
+func pow2(v int) bool { return v > 0 && v&(v-1) == 0 }
+
+// Validate fills defaults and checks the configuration.
+func (c *Config) Validate() error {
+	d := Defaults
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.MTU, d.MTU)
+	def(&c.Paths, d.Paths)
+	def(&c.SendWindow, d.SendWindow)
+	def(&c.RecvWindow, d.RecvWindow)
+	def(&c.MsgWindow, d.MsgWindow)
+	def(&c.RecvQueue, d.RecvQueue)
+	def(&c.MaxStreams, d.MaxStreams)
+	def(&c.MaxPathID, d.MaxPathID)
+	def(&c.PathRing, d.PathRing)
+	def(&c.AckEvery, d.AckEvery)
+	defd(&c.AckDelay, d.AckDelay)
+	def(&c.ReorderPackets, d.ReorderPackets)
+	if c.ReorderFraction == 0 {
+		c.ReorderFraction = d.ReorderFraction
+	}
+	defd(&c.InitialRTO, d.InitialRTO)
+	defd(&c.MinRTO, d.MinRTO)
+	defd(&c.MaxRTO, d.MaxRTO)
+	def(&c.MaxRetries, d.MaxRetries)
+	defd(&c.RNRDelay, d.RNRDelay)
+	def(&c.RNRRetries, d.RNRRetries)
+	defd(&c.ConnectTimeout, d.ConnectTimeout)
+	def(&c.ConnectRetries, d.ConnectRetries)
+	defd(&c.CookieLifetime, d.CookieLifetime)
+	def(&c.ResetRate, d.ResetRate)
+	def(&c.MaxConns, d.MaxConns)
+	if c.Port == 0 {
+		c.Port = d.Port
+	}
+	if c.EntropyMin == 0 && c.EntropyMax == 0 {
+		c.EntropyMin, c.EntropyMax = d.EntropyMin, d.EntropyMax
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.MTU < 576 || c.MTU > 9216 {
+		bad("mtu %d: want 576..9216", c.MTU)
+	} else if c.MaxPayload() < wire.MinMaxPayload {
+		bad("mtu %d leaves a payload under %d bytes", c.MTU, wire.MinMaxPayload)
+	}
+	if c.Paths < 1 || c.Paths > 256 {
+		bad("paths %d: want 1..256", c.Paths)
+	}
+	if !pow2(c.RecvWindow) || c.RecvWindow > wire.MaxRecvWindow {
+		bad("recv window %d: want a power of two up to %d", c.RecvWindow, wire.MaxRecvWindow)
+	}
+	if c.SendWindow < 1 || c.SendWindow > wire.MaxRecvWindow {
+		bad("send window %d: want 1..%d", c.SendWindow, wire.MaxRecvWindow)
+	}
+	if !pow2(c.MsgWindow) || c.MsgWindow > 1<<15 {
+		bad("message window %d: want a power of two up to 32768", c.MsgWindow)
+	}
+	if !pow2(c.RecvQueue) || c.RecvQueue > 1<<16 {
+		bad("receive queue %d: want a power of two up to 65536", c.RecvQueue)
+	}
+	if c.MaxStreams < 1 || c.MaxStreams > 1<<16 {
+		bad("max streams %d: want 1..65536", c.MaxStreams)
+	}
+	if c.MaxPathID < c.Paths || c.MaxPathID > 1<<16 {
+		bad("max path id %d: want paths..65536", c.MaxPathID)
+	}
+	if !pow2(c.PathRing) || c.PathRing > wire.SackBits {
+		bad("path ring %d: want a power of two up to %d", c.PathRing, wire.SackBits)
+	}
+	if c.AckEvery < 1 || c.AckDelay < 0 {
+		bad("ack coalescing %d packets / %v: want >= 1 and >= 0", c.AckEvery, c.AckDelay)
+	}
+	if c.ReorderPackets < 1 || c.ReorderPackets >= wire.SackBits {
+		bad("reorder packets %d: want 1..255", c.ReorderPackets)
+	}
+	if c.ReorderFraction < 0 || c.ReorderFraction > 4 {
+		bad("reorder fraction %v: want 0..4", c.ReorderFraction)
+	}
+	if c.MinRTO <= 0 || c.MaxRTO < c.MinRTO || c.InitialRTO < c.MinRTO || c.InitialRTO > c.MaxRTO {
+		bad("rto bounds initial %v min %v max %v: want 0 < min <= initial <= max", c.InitialRTO, c.MinRTO, c.MaxRTO)
+	}
+	if c.MaxRetries < 1 || c.RNRRetries < 1 || c.ConnectRetries < 1 {
+		bad("retry limits must be >= 1")
+	}
+	if c.EntropyMin > c.EntropyMax || c.EntropyMin < 1024 {
+		bad("entropy range %d..%d: want 1024 <= min <= max", c.EntropyMin, c.EntropyMax)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,262 @@
+package transport
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// State is a connection's place in its life (§7.3):
+//
+//	            Connect                 ACCEPT
+//	(none) ──────────────> Connecting ─────────> Established
+//	   │  CONNECT+cookie                             │   │
+//	   └─────────────────────────────────────────────┘   │ Close / DISCONNECT
+//	                                                      v
+//	        Failed <── retries exhausted / RESET ──  Closing ──> Closed
+type State uint8
+
+const (
+	StateConnecting State = iota + 1
+	StateEstablished
+	StateClosing
+	StateClosed
+	StateFailed
+)
+
+func (s State) String() string {
+	return [...]string{"?", "connecting", "established", "closing", "closed", "failed"}[s]
+}
+
+// Errors returned by the Post methods.
+var (
+	ErrNotEstablished = errors.New("metaroce: connection not established")
+	ErrQueueFull      = errors.New("metaroce: message window full")
+	ErrRecvQueueFull  = errors.New("metaroce: receive queue full")
+	ErrBadStream      = errors.New("metaroce: stream id out of range")
+	ErrTooLarge       = errors.New("metaroce: message larger than 4 GiB")
+)
+
+// Conn is one reliable connection. All its state is owned by the goroutine
+// driving its Endpoint.
+type Conn struct {
+	ep      *Endpoint
+	state   State
+	localID uint32
+	peerID  uint32
+	peer    netip.Addr
+	service uint32
+	mem     Memory
+	// Context is free for the owner (e.g. the session a connection
+	// belongs to); the transport never reads it.
+	Context any
+	// Err says why a connection failed or closed.
+	Err error
+
+	// Negotiated (§7.2).
+	maxPayload int
+	sendWindow int // min(own SendWindow, peer RecvWindow)
+	msgWindow  int // min(own, peer) message window
+
+	snd sender
+	rcv receiver
+
+	// Handshake and teardown retransmission.
+	ctlDeadline Time
+	ctlTries    int
+	ctlRTO      Duration
+	ctlOwed     wire.Opcode // connection packet owed to the peer, 0 if none
+	cookie      [wire.CookieLen]byte
+
+	// Scheduling (owned by the Endpoint).
+	inReady  bool
+	heapIdx  int
+	deadline Time
+
+	stats ConnStats
+}
+
+// ConnStats are per-connection counters, plain fields the owner updates.
+type ConnStats struct {
+	DataSent, Retransmitted, Acked, Lost, Timeouts uint64
+	DataReceived, Duplicates, BytesPlaced          uint64
+	NacksSent, NacksReceived                       uint64
+	SRTT, MinRTT                                   Duration
+}
+
+// State returns the connection's state.
+func (c *Conn) State() State { return c.state }
+
+// LocalID and PeerID are the connection ids of the two ends.
+func (c *Conn) LocalID() uint32 { return c.localID }
+func (c *Conn) PeerID() uint32  { return c.peerID }
+
+// Peer returns the peer's address.
+func (c *Conn) Peer() netip.Addr { return c.peer }
+
+// Stats returns a copy of the connection's counters.
+func (c *Conn) Stats() ConnStats {
+	s := c.stats
+	s.SRTT, s.MinRTT = c.snd.rtt.srtt, c.snd.rtt.min
+	return s
+}
+
+// MaxPayload returns the negotiated payload bytes per packet.
+func (c *Conn) MaxPayload() int { return c.maxPayload }
+
+// Op is the kind of a completion.
+type Op uint8
+
+const (
+	OpWrite Op = iota + 1
+	OpRead
+	OpSend
+	OpRecv         // a SEND from the peer landed in a posted receive buffer
+	OpRecvWriteImm // a WRITE with immediate from the peer completed
+	OpConnected    // connection established (both sides)
+	OpClosed       // connection closed or failed; see Status and Conn.Err
+)
+
+func (o Op) String() string {
+	return [...]string{"?", "write", "read", "send", "recv", "recv_write_imm", "connected", "closed"}[o]
+}
+
+// Status is a completion's outcome.
+type Status uint8
+
+const (
+	StatusOK               Status = iota
+	StatusRemoteAccess            // the peer refused the key, range or right
+	StatusRemoteInvalid           // the peer could not serve the request
+	StatusRNRRetryExceeded        // the peer never posted a receive buffer
+	StatusRetryExceeded           // no progress after MaxRetries timeouts
+	StatusLocalLength             // a SEND was longer than the posted buffer
+	StatusFlushed                 // the connection closed before the message completed
+	StatusReset                   // the peer no longer knows the connection
+	StatusRejected                // the peer refused the connection
+)
+
+func (s Status) String() string {
+	return [...]string{"ok", "remote_access", "remote_invalid", "rnr_retry_exceeded",
+		"retry_exceeded", "local_length", "flushed", "reset", "rejected"}[s]
+}
+
+// Completion reports a finished work request or a connection event.
+type Completion struct {
+	Conn   *Conn
+	WRID   uint64
+	Op     Op
+	Status Status
+	Stream uint16
+	Bytes  int
+	Imm    uint32
+	HasImm bool
+}
+
+// WorkRequest describes a message to post. Local is the local buffer: the
+// source of a WRITE or SEND, the destination of a READ. It must stay
+// untouched until the completion arrives.
+type WorkRequest struct {
+	WRID       uint64
+	Stream     uint16
+	Local      []byte
+	RemoteAddr uint64
+	RKey       uint32
+	Imm        uint32
+	HasImm     bool
+}
+
+// PostWrite posts an RDMA WRITE of Local to RemoteAddr under RKey (§9.2).
+func (c *Conn) PostWrite(wr *WorkRequest) error {
+	op := wire.OpWrite
+	if wr.HasImm {
+		op = wire.OpWriteImm
+	}
+	return c.post(op, wr)
+}
+
+// PostRead posts an RDMA READ of len(Local) bytes from RemoteAddr (§9.3).
+func (c *Conn) PostRead(wr *WorkRequest) error { return c.post(wire.OpReadReq, wr) }
+
+// PostSend posts a SEND of Local, consumed by the peer's next receive
+// buffer (§9.4).
+func (c *Conn) PostSend(wr *WorkRequest) error {
+	op := wire.OpSend
+	if wr.HasImm {
+		op = wire.OpSendImm
+	}
+	return c.post(op, wr)
+}
+
+// PostRecv posts a receive buffer for the peer's SENDs, matched in
+// posting order.
+func (c *Conn) PostRecv(wrid uint64, buf []byte) error {
+	if c.state != StateEstablished && c.state != StateConnecting {
+		return ErrNotEstablished
+	}
+	return c.rcv.postRecv(wrid, buf)
+}
+
+func (c *Conn) post(op wire.Opcode, wr *WorkRequest) error {
+	if c.state != StateEstablished {
+		return ErrNotEstablished
+	}
+	if int(wr.Stream) >= c.ep.cfg.MaxStreams {
+		return ErrBadStream
+	}
+	if uint64(len(wr.Local)) > 0xffffffff {
+		return ErrTooLarge
+	}
+	if err := c.snd.post(op, wr); err != nil {
+		return err
+	}
+	c.ep.markReady(c)
+	return nil
+}
+
+// Close starts an orderly close: outstanding messages complete with
+// StatusFlushed, the peer is told, and an OpClosed completion follows.
+func (c *Conn) Close(now Time) {
+	if c.state != StateEstablished && c.state != StateConnecting {
+		return
+	}
+	c.Err = errClosedLocally
+	c.flush(StatusFlushed)
+	c.state = StateClosing
+	c.ctlOwed = wire.OpDisconnect
+	c.ctlTries = 0
+	c.ctlRTO = c.ep.cfg.ConnectTimeout
+	c.ctlDeadline = now + Time(c.ctlRTO)
+	c.ep.markReady(c)
+	c.ep.reschedule(c)
+}
+
+var (
+	errClosedLocally = errors.New("metaroce: closed locally")
+	errClosedByPeer  = errors.New("metaroce: closed by peer")
+	errReset         = errors.New("metaroce: reset by peer (connection unknown there)")
+	errRetries       = errors.New("metaroce: peer unreachable: retry limit exceeded")
+	errConnectFailed = errors.New("metaroce: connect: no answer from peer")
+	errRNR           = errors.New("metaroce: peer posted no receive buffer within the RNR retry limit")
+)
+
+// fail ends the connection with status st and err, completing everything
+// outstanding with st.
+func (c *Conn) fail(st Status, err error) {
+	if c.state == StateFailed || c.state == StateClosed {
+		return
+	}
+	c.Err = err
+	c.flush(st)
+	c.state = StateFailed
+	c.ep.stats.ConnsFailed++
+	c.ep.complete(Completion{Conn: c, Op: OpClosed, Status: st})
+	c.ep.release(c)
+}
+
+// flush completes every outstanding message and receive with st.
+func (c *Conn) flush(st Status) {
+	c.snd.flush(c, st)
+	c.rcv.flush(c, st)
+}

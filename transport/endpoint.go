@@ -1,0 +1,433 @@
+package transport
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// Datagram describes a packet Transmit wrote: where it goes and on which
+// path (the UDP source port is the path entropy, §2.3).
+type Datagram struct {
+	Dst     netip.Addr
+	SrcPort uint16
+	Len     int
+	// Control is set for acks, nacks and connection packets, which the
+	// encapsulation marks with the control DSCP (§2.4).
+	Control bool
+}
+
+// Endpoint is the transport of one local address: its connections, their
+// timers, and the completions they produce. Only one goroutine may use it.
+type Endpoint struct {
+	cfg   Config
+	local netip.Addr
+	rng   *rand.Rand
+
+	conns    map[uint32]*Conn
+	byPeer   map[peerKey]*Conn
+	services map[uint32]Memory
+
+	ready     []*Conn // connections with output owed, FIFO
+	readyHead int
+	timers    connHeap
+
+	cq     []Completion
+	cqHead int
+
+	replies   []reply // stateless connection replies owed
+	replyHead int
+	tokens    int
+	tokensAt  Time
+	secret    [32]byte
+
+	stats Stats
+
+	// initialPSN picks a connection's first PSN; tests replace it to
+	// exercise wraparound.
+	initialPSN func() wire.PSN
+}
+
+type peerKey struct {
+	addr netip.Addr
+	id   uint32
+}
+
+type reply struct {
+	dst netip.Addr
+	h   wire.ConnHeader
+}
+
+// NewEndpoint validates cfg and returns an endpoint for local.
+func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Endpoint{
+		cfg: cfg, local: local,
+		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]Memory{},
+		ready: make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
+		replies: make([]reply, 0, 64), tokens: cfg.ResetRate,
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		var b [8]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	e.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := 0; i < len(e.secret); i += 8 {
+		binary.LittleEndian.PutUint64(e.secret[i:], e.rng.Uint64())
+	}
+	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
+	return e, nil
+}
+
+// Config returns the validated configuration.
+func (e *Endpoint) Config() *Config { return &e.cfg }
+
+// Stats returns a pointer to the counters (read them on the owner goroutine).
+func (e *Endpoint) Stats() *Stats { return &e.stats }
+
+// MaxPacket is the buffer size Transmit needs.
+func (e *Endpoint) MaxPacket() int { return wire.DataLen + e.cfg.MaxPayload() + wire.TrailerLen }
+
+// Listen accepts connections for service; their RMA keys resolve in mem.
+func (e *Endpoint) Listen(service uint32, mem Memory) { e.services[service] = mem }
+
+// Conns returns the number of connections.
+func (e *Endpoint) Conns() int { return len(e.conns) }
+
+// ErrTooManyConns is returned by Connect beyond MaxConns.
+var ErrTooManyConns = errors.New("metaroce: connection limit reached")
+
+var errVersion = errors.New("metaroce: peer does not speak protocol version 1")
+
+func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
+	if len(e.conns) >= e.cfg.MaxConns {
+		return nil, ErrTooManyConns
+	}
+	c := &Conn{ep: e, peer: peer, mem: mem, heapIdx: -1}
+	for {
+		id := e.rng.Uint32()
+		if id != 0 && e.conns[id] == nil {
+			c.localID = id
+			break
+		}
+	}
+	c.rcv.init(&e.cfg)
+	c.snd.nextPSN = e.initialPSN()
+	c.snd.una = c.snd.nextPSN
+	e.conns[c.localID] = c
+	return c, nil
+}
+
+func (e *Endpoint) entropy() uint16 {
+	span := uint32(e.cfg.EntropyMax-e.cfg.EntropyMin) + 1
+	return e.cfg.EntropyMin + uint16(e.rng.Uint32N(span))
+}
+
+// establish sizes the sender once the peer's parameters are known.
+func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload uint16) {
+	cfg := &c.ep.cfg
+	c.sendWindow = min(cfg.SendWindow, int(peerWindow))
+	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
+	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
+	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy)
+	c.snd.mp = c.maxPayload
+	c.state = StateEstablished
+}
+
+// release forgets a connection that has closed or failed.
+func (e *Endpoint) release(c *Conn) {
+	delete(e.conns, c.localID)
+	if k := (peerKey{c.peer, c.peerID}); e.byPeer[k] == c {
+		delete(e.byPeer, k)
+	}
+	e.timers.remove(c)
+	c.deadline = 0
+}
+
+// Receive hands the endpoint one received packet: the UDP payload, the
+// source address, and whether the IP header carried a CE mark.
+func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
+	e.stats.RxPackets++
+	e.stats.RxBytes += uint64(len(pkt))
+	p, err := wire.Parse(pkt)
+	if err != nil {
+		if we, ok := err.(wire.Error); ok {
+			e.stats.RxMalformed[we.Reason()]++
+		}
+		return
+	}
+	if p.Class == wire.ClassConn {
+		e.onConn(now, from, p.Conn())
+		return
+	}
+	c := e.conns[p.Prefix().DstConn()]
+	if c == nil {
+		e.stats.RxUnknownConn++
+		e.replyReset(now, from, p.Prefix().DstConn())
+		return
+	}
+	if c.peer != from {
+		e.stats.RxWrongPeer++
+		return
+	}
+	if c.state != StateEstablished {
+		e.stats.RxUnexpected++
+		return
+	}
+	switch p.Class {
+	case wire.ClassData:
+		c.onData(now, p.Data(), ce)
+	case wire.ClassAck:
+		c.onAck(now, p.Ack())
+	case wire.ClassNack:
+		c.onNack(now, p.Nack())
+	}
+	e.touch(c)
+}
+
+// Transmit writes the next packet owed into buf (at least MaxPacket
+// bytes) and describes it; ok is false when nothing is owed now.
+func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
+	if e.replyHead < len(e.replies) {
+		r := &e.replies[e.replyHead]
+		e.replyHead++
+		if e.replyHead == len(e.replies) {
+			e.replies, e.replyHead = e.replies[:0], 0
+		}
+		r.h.Put(buf)
+		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: wire.ConnLen + wire.TrailerLen, Control: true}, true
+	}
+	for e.readyHead < len(e.ready) {
+		c := e.ready[e.readyHead]
+		e.readyHead++
+		if e.readyHead == len(e.ready) {
+			e.ready, e.readyHead = e.ready[:0], 0
+		}
+		c.inReady = false
+		n, port, ctl := c.build(now, buf)
+		if n == 0 {
+			continue
+		}
+		e.stats.TxPackets++
+		e.stats.TxBytes += uint64(n)
+		if c.hasOutput() {
+			e.markReady(c) // round-robin: back of the queue
+		}
+		e.reschedule(c)
+		return Datagram{Dst: c.peer, SrcPort: port, Len: n, Control: ctl}, true
+	}
+	return Datagram{}, false
+}
+
+// build writes one packet of c: connection control, then nacks and acks,
+// then data.
+func (c *Conn) build(now Time, buf []byte) (n int, port uint16, control bool) {
+	if c.ctlOwed != 0 {
+		n = c.buildConn(now, buf)
+		return n, c.ep.cfg.EntropyMin, true
+	}
+	if c.state != StateEstablished {
+		return 0, 0, false
+	}
+	if c.rcv.hasControl() {
+		n = c.buildControl(now, buf)
+		// Acks ride the connection's own paths so they are sprayed too.
+		p := &c.snd.paths[c.snd.nextPath%len(c.snd.paths)]
+		return n, p.entropy, true
+	}
+	n, pi := c.buildData(now, buf)
+	if n == 0 {
+		return 0, 0, false
+	}
+	return n, c.snd.paths[pi].entropy, false
+}
+
+func (c *Conn) hasOutput() bool {
+	if c.ctlOwed != 0 {
+		return true
+	}
+	if c.state != StateEstablished {
+		return false
+	}
+	return c.rcv.hasControl() || c.snd.hasData()
+}
+
+func (e *Endpoint) markReady(c *Conn) {
+	if c.inReady || !c.hasOutput() {
+		return
+	}
+	c.inReady = true
+	e.ready = append(e.ready, c)
+}
+
+// touch refreshes c's place in the ready queue and the timer heap.
+func (e *Endpoint) touch(c *Conn) {
+	if c.state == StateFailed || c.state == StateClosed {
+		return
+	}
+	e.markReady(c)
+	e.reschedule(c)
+}
+
+func (c *Conn) nextDeadline() Time {
+	d := Never
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline} {
+		if t != 0 && t < d {
+			d = t
+		}
+	}
+	return d
+}
+
+func (e *Endpoint) reschedule(c *Conn) {
+	if c.state == StateFailed || c.state == StateClosed {
+		return
+	}
+	c.deadline = c.nextDeadline()
+	e.timers.fix(c)
+}
+
+// NextTimeout is when Timeout should next be called (Never if idle).
+func (e *Endpoint) NextTimeout() Time {
+	if len(e.timers) == 0 {
+		return Never
+	}
+	return e.timers[0].deadline
+}
+
+// Timeout runs every timer due at now.
+func (e *Endpoint) Timeout(now Time) {
+	for len(e.timers) > 0 && e.timers[0].deadline <= now {
+		c := e.timers[0]
+		c.onTimer(now)
+		if c.state == StateFailed || c.state == StateClosed {
+			e.timers.remove(c)
+			continue
+		}
+		e.touch(c)
+		if c.deadline <= now { // nothing moved it: never spin on it
+			c.deadline = now + 1
+			e.timers.fix(c)
+		}
+	}
+}
+
+func (c *Conn) onTimer(now Time) {
+	if c.ctlDeadline != 0 && now >= c.ctlDeadline {
+		c.ctlTimer(now)
+		if c.state == StateFailed || c.state == StateClosed {
+			return
+		}
+	}
+	if c.state != StateEstablished {
+		return
+	}
+	if c.rcv.ackTimer != 0 && now >= c.rcv.ackTimer {
+		c.rcv.ackTimerFired(now, c.ep.cfg.AckDelay)
+	}
+	c.senderTimer(now)
+}
+
+func (e *Endpoint) complete(cq Completion) { e.cq = append(e.cq, cq) }
+
+// PollCompletions moves up to len(dst) completions into dst.
+func (e *Endpoint) PollCompletions(dst []Completion) int {
+	n := copy(dst, e.cq[e.cqHead:])
+	for i := e.cqHead; i < e.cqHead+n; i++ {
+		e.cq[i] = Completion{} // drop references
+	}
+	e.cqHead += n
+	if e.cqHead == len(e.cq) {
+		e.cq, e.cqHead = e.cq[:0], 0
+	}
+	return n
+}
+
+// PendingCompletions reports how many completions wait to be polled.
+func (e *Endpoint) PendingCompletions() int { return len(e.cq) - e.cqHead }
+
+// connHeap is a binary min-heap of connections by deadline; each Conn
+// knows its index so fix and remove are O(log n) without searching.
+type connHeap []*Conn
+
+func (h *connHeap) less(i, j int) bool { return (*h)[i].deadline < (*h)[j].deadline }
+
+func (h *connHeap) swap(i, j int) {
+	a := *h
+	a[i], a[j] = a[j], a[i]
+	a[i].heapIdx, a[j].heapIdx = i, j
+}
+
+func (h *connHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *connHeap) down(i int) {
+	n := len(*h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+// fix inserts, moves or (deadline Never) removes c.
+func (h *connHeap) fix(c *Conn) {
+	if c.deadline == Never {
+		h.remove(c)
+		return
+	}
+	if c.heapIdx < 0 {
+		c.heapIdx = len(*h)
+		*h = append(*h, c)
+		h.up(c.heapIdx)
+		return
+	}
+	h.up(c.heapIdx)
+	h.down(c.heapIdx)
+}
+
+func (h *connHeap) remove(c *Conn) {
+	i := c.heapIdx
+	if i < 0 {
+		return
+	}
+	last := len(*h) - 1
+	if i != last {
+		h.swap(i, last)
+	}
+	(*h)[last] = nil
+	*h = (*h)[:last]
+	c.heapIdx = -1
+	if i != last {
+		h.up(i)
+		h.down(i)
+	}
+}

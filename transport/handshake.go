@@ -1,0 +1,266 @@
+package transport
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// Connect starts the in-band handshake with peer for service (§7.3). The
+// connection's RMA keys resolve in mem. An OpConnected completion reports
+// success; an OpClosed one failure.
+func (e *Endpoint) Connect(now Time, peer netip.Addr, service uint32, mem Memory) (*Conn, error) {
+	c, err := e.newConn(peer, mem)
+	if err != nil {
+		return nil, err
+	}
+	c.state = StateConnecting
+	c.service = service
+	c.ctlOwed = wire.OpConnect
+	c.ctlRTO = e.cfg.ConnectTimeout
+	c.ctlDeadline = now + Time(c.ctlRTO)
+	e.markReady(c)
+	e.reschedule(c)
+	return c, nil
+}
+
+// buildConn writes the connection packet c owes.
+func (c *Conn) buildConn(now Time, buf []byte) int {
+	cfg := &c.ep.cfg
+	h := wire.ConnHeader{Opcode: c.ctlOwed, DstConn: c.peerID, SrcConn: c.localID,
+		Timestamp: uint64(now), Paths: uint16(cfg.Paths)}
+	switch c.ctlOwed {
+	case wire.OpConnect, wire.OpAccept:
+		h.InitialPSN = c.snd.nextPSN
+		h.Service = c.service
+		h.RecvWindow = uint32(cfg.RecvWindow)
+		h.MsgWindow = uint16(cfg.MsgWindow)
+		h.MaxPayload = uint16(cfg.MaxPayload())
+		if c.ctlOwed == wire.OpConnect {
+			h.DstConn = 0
+			h.Cookie = c.cookie
+		}
+	case wire.OpDisconnect:
+		h.Reason = wire.ReasonClosed
+	}
+	c.ctlOwed = 0
+	h.Put(buf)
+	return wire.ConnLen + wire.TrailerLen
+}
+
+// ctlTimer retransmits CONNECT or DISCONNECT, or gives up.
+func (c *Conn) ctlTimer(now Time) {
+	cfg := &c.ep.cfg
+	c.ctlTries++
+	if c.ctlTries > cfg.ConnectRetries {
+		c.ctlDeadline = 0
+		switch c.state {
+		case StateConnecting:
+			c.fail(StatusRetryExceeded, errConnectFailed)
+		case StateClosing:
+			c.closed()
+		}
+		return
+	}
+	switch c.state {
+	case StateConnecting:
+		c.ctlOwed = wire.OpConnect
+	case StateClosing:
+		c.ctlOwed = wire.OpDisconnect
+	default:
+		c.ctlDeadline = 0
+		return
+	}
+	c.ctlRTO = min(2*c.ctlRTO, cfg.MaxRTO)
+	c.ctlDeadline = now + Time(c.ctlRTO)
+}
+
+func (c *Conn) closed() {
+	c.state = StateClosed
+	c.ep.stats.ConnsClosed++
+	c.ep.complete(Completion{Conn: c, Op: OpClosed, Status: StatusFlushed})
+	c.ep.release(c)
+}
+
+// onConn handles connection management packets (§7).
+func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
+	switch p.Opcode() {
+	case wire.OpConnect:
+		e.onConnect(now, from, p)
+	case wire.OpChallenge:
+		c := e.conns[p.DstConn()]
+		if c == nil || c.state != StateConnecting || c.peer != from {
+			e.stats.RxUnexpected++
+			return
+		}
+		copy(c.cookie[:], p.Cookie())
+		c.ctlOwed = wire.OpConnect
+		e.touch(c)
+	case wire.OpAccept:
+		c := e.conns[p.DstConn()]
+		if c == nil || c.peer != from {
+			e.stats.RxUnexpected++
+			return
+		}
+		if c.state != StateConnecting {
+			return // a duplicate ACCEPT
+		}
+		c.peerID = p.SrcConn()
+		c.rcv.cum = p.InitialPSN()
+		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+		c.ctlDeadline, c.ctlOwed = 0, 0
+		e.byPeer[peerKey{from, c.peerID}] = c
+		e.complete(Completion{Conn: c, Op: OpConnected})
+		e.touch(c)
+	case wire.OpReject:
+		c := e.conns[p.DstConn()]
+		if c == nil || c.state != StateConnecting || c.peer != from {
+			e.stats.RxUnexpected++
+			return
+		}
+		c.fail(StatusRejected, rejectError(p.Reason()))
+	case wire.OpDisconnect:
+		c := e.byPeer[peerKey{from, p.SrcConn()}]
+		if c != nil && c.localID == p.DstConn() {
+			c.Err = errClosedByPeer
+			c.flush(StatusFlushed)
+			c.closed()
+		}
+		// Answer even when the connection is already gone, so a peer
+		// whose DISCONNECT_ACK was lost can finish.
+		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpDisconnectAck,
+			DstConn: p.SrcConn(), SrcConn: p.DstConn(), Timestamp: uint64(now)})
+	case wire.OpDisconnectAck:
+		c := e.conns[p.DstConn()]
+		if c == nil || c.state != StateClosing || c.peer != from {
+			return
+		}
+		c.closed()
+	case wire.OpReset:
+		c := e.byPeer[peerKey{from, p.SrcConn()}]
+		if c == nil || c.localID != p.DstConn() && p.DstConn() != 0 {
+			e.stats.RxUnexpected++
+			return
+		}
+		c.fail(StatusReset, errReset)
+	}
+}
+
+func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
+	mem, ok := e.services[p.Service()]
+	if !ok {
+		e.stats.RejectsSent++
+		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(),
+			Reason: wire.ReasonNoService, Timestamp: uint64(now)})
+		return
+	}
+	if !e.cookieValid(now, from, p) {
+		// Stateless: nothing is kept until the peer proves it receives
+		// at its source address (§7.4).
+		h := wire.ConnHeader{Opcode: wire.OpChallenge, DstConn: p.SrcConn(), Service: p.Service(),
+			Timestamp: p.Timestamp()}
+		h.Cookie = e.makeCookie(now, from, p.SrcConn(), p.Service())
+		e.stats.ChallengesSent++
+		e.queueReply(now, from, h)
+		return
+	}
+	if c := e.byPeer[peerKey{from, p.SrcConn()}]; c != nil {
+		if c.state == StateEstablished {
+			c.ctlOwed = wire.OpAccept // our ACCEPT was lost: say it again
+			e.touch(c)
+		}
+		return
+	}
+	c, err := e.newConn(from, mem)
+	if err != nil {
+		e.stats.RejectsSent++
+		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(),
+			Reason: wire.ReasonLimit, Timestamp: uint64(now)})
+		return
+	}
+	c.service = p.Service()
+	c.peerID = p.SrcConn()
+	c.rcv.cum = p.InitialPSN()
+	c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+	c.ctlOwed = wire.OpAccept
+	e.byPeer[peerKey{from, c.peerID}] = c
+	e.stats.ConnsAccepted++
+	e.complete(Completion{Conn: c, Op: OpConnected})
+	e.touch(c)
+}
+
+// Cookies (§7.4): 4 bytes of issue time in seconds, then the first 12
+// bytes of HMAC-SHA256(secret, peer address | peer conn id | service |
+// issue time). Only this endpoint can make one, it binds the peer's
+// address, and it expires after CookieLifetime.
+func (e *Endpoint) makeCookie(now Time, from netip.Addr, src, service uint32) [wire.CookieLen]byte {
+	var ck [wire.CookieLen]byte
+	t := uint32(now / 1e9)
+	binary.BigEndian.PutUint32(ck[:4], t)
+	mac := e.cookieMAC(from, src, service, t)
+	copy(ck[4:], mac[:12])
+	return ck
+}
+
+func (e *Endpoint) cookieMAC(from netip.Addr, src, service, t uint32) []byte {
+	m := hmac.New(sha256.New, e.secret[:])
+	a := from.As16()
+	m.Write(a[:])
+	var b [12]byte
+	binary.BigEndian.PutUint32(b[0:], src)
+	binary.BigEndian.PutUint32(b[4:], service)
+	binary.BigEndian.PutUint32(b[8:], t)
+	m.Write(b[:])
+	return m.Sum(nil)
+}
+
+func (e *Endpoint) cookieValid(now Time, from netip.Addr, p wire.Conn) bool {
+	ck := p.Cookie()
+	t := binary.BigEndian.Uint32(ck[:4])
+	nowS := uint32(now / 1e9)
+	if int32(nowS-t) < 0 || Duration(nowS-t)*1e9 > e.cfg.CookieLifetime {
+		return false
+	}
+	return hmac.Equal(ck[4:], e.cookieMAC(from, p.SrcConn(), p.Service(), t)[:12])
+}
+
+// queueReply owes a stateless connection packet, within the reply rate.
+func (e *Endpoint) queueReply(now Time, dst netip.Addr, h wire.ConnHeader) {
+	if now-e.tokensAt >= 1e6 {
+		e.tokens, e.tokensAt = e.cfg.ResetRate, now
+	}
+	if e.tokens == 0 || len(e.replies) >= cap(e.replies) {
+		e.stats.ReplyRateLimited++
+		return
+	}
+	e.tokens--
+	e.replies = append(e.replies, reply{dst: dst, h: h})
+}
+
+// replyReset tells the sender of a packet for an unknown connection id
+// that the id names nothing here (§7.6).
+func (e *Endpoint) replyReset(now Time, from netip.Addr, id uint32) {
+	if id == 0 {
+		return
+	}
+	e.stats.ResetsSent++
+	e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReset, SrcConn: id,
+		Reason: wire.ReasonUnknownConn, Timestamp: uint64(now)})
+}
+
+type rejectError wire.ConnReason
+
+func (r rejectError) Error() string {
+	switch wire.ConnReason(r) {
+	case wire.ReasonNoService:
+		return "metaroce: connect rejected: no such service"
+	case wire.ReasonLimit:
+		return "metaroce: connect rejected: connection limit"
+	case wire.ReasonParams:
+		return "metaroce: connect rejected: parameters"
+	}
+	return "metaroce: connect rejected"
+}

@@ -1,0 +1,452 @@
+package transport
+
+import (
+	"github.com/metaroce/metaroce/wire"
+)
+
+// onAck processes an acknowledgement (§5, §8.3).
+func (c *Conn) onAck(now Time, a wire.Ack) {
+	s := &c.snd
+	c.ep.stats.AcksReceived++
+	cum := a.CumPSN()
+	if cum.After(s.nextPSN) {
+		c.ep.stats.RxBogusAck++
+		return
+	}
+	pid := int(a.PathID())
+	if pid >= len(s.paths) {
+		c.ep.stats.RxBogusAck++
+		return
+	}
+	p := &s.paths[pid]
+	h := a.PathAckSeq()
+	if int32(h-p.nextSeq) >= 0 {
+		c.ep.stats.RxBogusAck++ // acknowledges a sequence never sent
+		return
+	}
+	if c := a.Credit(); c > 0 {
+		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
+	}
+	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
+		s.rtt.sample(Duration(now-Time(ts)) - Duration(a.AckDelay()))
+	}
+	progress := false
+	for s.una.Before(cum) {
+		if c.ackPSN(s.una) {
+			progress = true
+		}
+		c.advanceUna()
+	}
+	if !p.haveAcked || int32(h-p.largestAcked) > 0 {
+		p.largestAcked, p.haveAcked = h, true
+	}
+	if c.scanPath(now, pid, a) {
+		progress = true
+	}
+	c.advanceUna()
+	if progress {
+		s.timeouts = 0
+		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
+		s.rtoDeadline = 0
+		if s.inflight > 0 {
+			s.rtoDeadline = now + Time(s.rto)
+		}
+	}
+}
+
+// scanPath resolves the transmissions of path pid that ack a covers:
+// acknowledged ones are delivered, holes overtaken by ReorderPackets later
+// arrivals or older than the loss delay are lost (§8.3.2). It reports
+// whether any PSN was newly acknowledged.
+func (c *Conn) scanPath(now Time, pid int, a wire.Ack) bool {
+	s := &c.snd
+	p := &s.paths[pid]
+	h := a.PathAckSeq()
+	delay := Time(s.rtt.lossDelay(c.ep.cfg.ReorderFraction, c.ep.cfg.InitialRTO))
+	thresh := uint32(c.ep.cfg.ReorderPackets)
+	progress := false
+	for seq := p.oldest; int32(seq-h) <= 0; seq++ {
+		t := &p.ring[seq&p.mask]
+		if !t.live {
+			continue
+		}
+		back := h - seq
+		if back < wire.SackBits && a.Received(back) {
+			t.live = false
+			p.inflight--
+			if c.ackTransmission(t.psn, uint16(pid), seq) {
+				progress = true
+			}
+			continue
+		}
+		if back >= thresh || back >= wire.SackBits || now-t.sent >= delay {
+			c.loseTransmission(pid, seq)
+			continue
+		}
+		// A hole not yet old enough: look again when it will be.
+		if d := t.sent + delay; s.lossDeadline == 0 || d < s.lossDeadline {
+			s.lossDeadline = d
+		}
+	}
+	c.advanceOldest(p)
+	return progress
+}
+
+func (c *Conn) advanceOldest(p *sendPath) {
+	for p.oldest != p.nextSeq && !p.ring[p.oldest&p.mask].live {
+		p.oldest++
+	}
+}
+
+// ackTransmission records that a transmission of psn arrived.
+func (c *Conn) ackTransmission(psn wire.PSN, path uint16, seq uint32) bool {
+	s := &c.snd
+	if psn.Before(s.una) || !psn.Before(s.nextPSN) {
+		return false
+	}
+	r := &s.pkts[uint32(psn)&s.pktMask]
+	if r.state == psAcked || r.state == psFree {
+		if r.tx > 1 {
+			c.ep.stats.SpuriousRetx++
+		}
+		return false
+	}
+	return c.ackPSN(psn)
+}
+
+// ackPSN marks psn delivered; it reports whether that is news.
+func (c *Conn) ackPSN(psn wire.PSN) bool {
+	s := &c.snd
+	r := &s.pkts[uint32(psn)&s.pktMask]
+	switch r.state {
+	case psAcked, psFree:
+		return false
+	case psInflight:
+		s.inflight--
+	case psRNR:
+		s.rnrWaiting--
+	}
+	r.state = psAcked
+	c.stats.Acked++
+	if r.msg&readJobBit != 0 {
+		c.jobAcked(r.msg &^ readJobBit)
+	} else {
+		m := &s.msgs[r.msg]
+		m.acked++
+		if m.op == wire.OpReadReq {
+			m.reqAcked = true
+		}
+		c.msgProgress(m)
+	}
+	return true
+}
+
+func (c *Conn) advanceUna() {
+	s := &c.snd
+	for s.una != s.nextPSN {
+		r := &s.pkts[uint32(s.una)&s.pktMask]
+		if r.state != psAcked {
+			break
+		}
+		r.state = psFree
+		s.una++
+	}
+	for s.msgUna != s.nextMsgID {
+		m := &s.msgs[s.msgUna&s.msgMask]
+		if m.inUse && m.id == s.msgUna && !m.fullyAcked() {
+			break
+		}
+		s.msgUna++
+	}
+}
+
+func (m *sendMsg) fullyAcked() bool {
+	return m.segPkts == m.npkts && m.acked == m.npkts
+}
+
+// loseTransmission declares transmission seq of path pid lost and queues
+// its PSN for retransmission if that transmission is the PSN's latest.
+func (c *Conn) loseTransmission(pid int, seq uint32) {
+	s := &c.snd
+	p := &s.paths[pid]
+	t := &p.ring[seq&p.mask]
+	if !t.live {
+		return
+	}
+	t.live = false
+	p.inflight--
+	p.lost++
+	psn := t.psn
+	if psn.Before(s.una) || !psn.Before(s.nextPSN) {
+		return
+	}
+	r := &s.pkts[uint32(psn)&s.pktMask]
+	if r.state != psInflight || int(r.path) != pid || r.pseq != seq {
+		return
+	}
+	r.state = psLost
+	s.inflight--
+	s.retxQ.push(uint32(psn))
+	c.stats.Lost++
+	c.ep.stats.LostDetected++
+}
+
+// onNack processes a negative acknowledgement (§6.3).
+func (c *Conn) onNack(now Time, n wire.Nack) {
+	s := &c.snd
+	reason := n.Reason()
+	c.ep.stats.NacksReceived[reason]++
+	c.stats.NacksReceived++
+	if reason == wire.NackUnsupportedVersion {
+		c.fail(StatusRemoteInvalid, errVersion)
+		return
+	}
+	psn := n.PSN()
+	if psn.Before(s.una) || !psn.Before(s.nextPSN) {
+		return
+	}
+	// The transmission arrived: resolve it on its path without loss.
+	if pid := int(n.PathID()); pid < len(s.paths) {
+		p := &s.paths[pid]
+		seq := n.PathSeq()
+		if int32(seq-p.oldest) >= 0 && int32(seq-p.nextSeq) < 0 {
+			if t := &p.ring[seq&p.mask]; t.live && t.psn == psn {
+				t.live = false
+				p.inflight--
+				c.advanceOldest(p)
+			}
+		}
+	}
+	r := &s.pkts[uint32(psn)&s.pktMask]
+	if r.state != psInflight && r.state != psLost {
+		return
+	}
+	switch reason {
+	case wire.NackRNR, wire.NackOutOfWindow:
+		if r.state == psInflight {
+			s.inflight--
+		}
+		// A lost-queued record is skipped by buildData once not psLost.
+		r.state = psRNR
+		s.rnrWaiting++
+		delay := c.ep.cfg.RNRDelay
+		if reason == wire.NackRNR {
+			if hint := Duration(n.Info()) * 1000; hint > 0 {
+				delay = hint
+			}
+			if r.msg&readJobBit == 0 {
+				m := &s.msgs[r.msg]
+				m.rnrTries++
+				if m.rnrTries > c.ep.cfg.RNRRetries {
+					c.fail(StatusRNRRetryExceeded, errRNR)
+					return
+				}
+			}
+			c.ep.stats.RNRWaits++
+		} else {
+			delay = max(delay, s.rtt.srtt)
+		}
+		r.rnrAt = now + Time(delay)
+		if s.rnrDeadline == 0 || r.rnrAt < s.rnrDeadline {
+			s.rnrDeadline = r.rnrAt
+		}
+	case wire.NackRemoteAccess, wire.NackInvalidRequest:
+		if r.msg&readJobBit == 0 {
+			m := &s.msgs[r.msg]
+			if m.status == StatusOK {
+				m.status = StatusRemoteAccess
+				if reason == wire.NackInvalidRequest {
+					m.status = StatusRemoteInvalid
+				}
+			}
+		}
+		c.ackPSN(psn) // consumed: the receiver marked it received
+		c.advanceUna()
+	}
+}
+
+// senderTimer runs the sender's timers that are due.
+func (c *Conn) senderTimer(now Time) {
+	s := &c.snd
+	cfg := &c.ep.cfg
+	if s.rnrDeadline != 0 && now >= s.rnrDeadline {
+		s.rnrDeadline = 0
+		for psn := s.una; psn != s.nextPSN && s.rnrWaiting > 0; psn++ {
+			r := &s.pkts[uint32(psn)&s.pktMask]
+			if r.state != psRNR {
+				continue
+			}
+			if now >= r.rnrAt {
+				r.state = psLost
+				s.rnrWaiting--
+				s.retxQ.push(uint32(psn))
+			} else if s.rnrDeadline == 0 || r.rnrAt < s.rnrDeadline {
+				s.rnrDeadline = r.rnrAt
+			}
+		}
+	}
+	if s.lossDeadline != 0 && now >= s.lossDeadline {
+		s.lossDeadline = 0
+		delay := Time(s.rtt.lossDelay(cfg.ReorderFraction, cfg.InitialRTO))
+		for pi := range s.paths {
+			p := &s.paths[pi]
+			if !p.haveAcked {
+				continue
+			}
+			for seq := p.oldest; int32(seq-p.largestAcked) < 0; seq++ {
+				t := &p.ring[seq&p.mask]
+				if !t.live {
+					continue
+				}
+				if now-t.sent >= delay {
+					c.loseTransmission(pi, seq)
+				} else if d := t.sent + delay; s.lossDeadline == 0 || d < s.lossDeadline {
+					s.lossDeadline = d
+				}
+			}
+			c.advanceOldest(p)
+		}
+	}
+	if s.rtoDeadline != 0 && now >= s.rtoDeadline {
+		s.rtoDeadline = 0
+		if s.inflight == 0 {
+			return
+		}
+		s.timeouts++
+		c.stats.Timeouts++
+		c.ep.stats.Timeouts++
+		if s.timeouts > cfg.MaxRetries {
+			c.fail(StatusRetryExceeded, errRetries)
+			return
+		}
+		// Everything unresolved that has had a whole RTO to be acked is
+		// lost; the oldest outstanding PSN always is, so a timeout always
+		// resends something.
+		horizon := now - Time(s.rto)
+		for pi := range s.paths {
+			p := &s.paths[pi]
+			for seq := p.oldest; seq != p.nextSeq; seq++ {
+				if t := &p.ring[seq&p.mask]; t.live && t.sent <= horizon {
+					c.loseTransmission(pi, seq)
+				}
+			}
+			c.advanceOldest(p)
+		}
+		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+			c.loseTransmission(int(r.path), r.pseq)
+		}
+		s.rto = min(2*s.rto, cfg.MaxRTO)
+		if s.inflight > 0 || !s.retxQ.empty() {
+			s.rtoDeadline = now + Time(s.rto)
+		}
+	}
+}
+
+// msgProgress completes m if it is done and reports completions that
+// stream order allows.
+func (c *Conn) msgProgress(m *sendMsg) {
+	if m.done || !m.fullyAcked() {
+		return
+	}
+	if m.op == wire.OpReadReq && m.status == StatusOK && m.readGot < uint32(len(m.local)) {
+		return
+	}
+	m.done = true
+	c.deliverSendStream(m.stream)
+}
+
+func (c *Conn) deliverSendStream(stream uint16) {
+	s := &c.snd
+	st := &s.streams[stream]
+	for st.head >= 0 {
+		m := &s.msgs[st.head]
+		if !m.done {
+			return
+		}
+		st.head = m.next
+		if st.head < 0 {
+			st.tail = -1
+		}
+		cq := Completion{Conn: c, WRID: m.wrid, Status: m.status, Stream: m.stream, Bytes: len(m.local)}
+		switch {
+		case m.op.IsWrite():
+			cq.Op = OpWrite
+		case m.op.IsSend():
+			cq.Op = OpSend
+		default:
+			cq.Op = OpRead
+		}
+		if m.status == StatusOK {
+			c.ep.stats.MessagesCompleted++
+		} else {
+			c.ep.stats.MessagesFailed++
+		}
+		m.inUse = false
+		m.local = nil
+		c.ep.complete(cq)
+	}
+}
+
+// onReadResp places a READ response packet into the requester's buffer.
+// It reports whether the packet was accepted.
+func (c *Conn) onReadResp(d wire.Data) bool {
+	s := &c.snd
+	id := d.MsgID()
+	m := &s.msgs[id&s.msgMask]
+	if !m.inUse || m.id != id || m.op != wire.OpReadReq || d.MsgLen() != uint32(len(m.local)) {
+		return false
+	}
+	off := d.Offset()
+	copy(m.local[off:], d.Payload())
+	m.readGot += uint32(d.PayloadLen())
+	c.msgProgress(m)
+	return true
+}
+
+// addReadJob queues a READ response; false if no job slot is free.
+func (c *Conn) addReadJob(reqID uint32, stream uint16, streamSeq uint32, data []byte) bool {
+	s := &c.snd
+	if s.jobFree < 0 {
+		return false
+	}
+	ji := s.jobFree
+	j := &s.jobs[ji]
+	s.jobFree = j.nextFree
+	*j = readJob{inUse: true, reqID: reqID, stream: stream, streamSeq: streamSeq, data: data,
+		npkts: packetsFor(len(data), s.mp), nextFree: -1}
+	s.jobCount++
+	s.segQ.push(readJobBit | uint32(ji))
+	return true
+}
+
+func (c *Conn) jobAcked(ji uint32) {
+	s := &c.snd
+	j := &s.jobs[ji]
+	j.acked++
+	if j.acked < j.npkts || j.segPkts < j.npkts {
+		return
+	}
+	j.inUse = false
+	j.data = nil
+	j.nextFree = s.jobFree
+	s.jobFree = int32(ji)
+	s.jobCount--
+	c.rcv.retryStalled(c)
+}
+
+// flush completes every outstanding message with st.
+func (s *sender) flush(c *Conn, st Status) {
+	for i := range s.msgs {
+		if m := &s.msgs[i]; m.inUse && !m.done {
+			m.done = true
+			m.status = st
+		}
+	}
+	for i := range s.streams {
+		c.deliverSendStream(uint16(i))
+	}
+	s.inflight, s.rnrWaiting = 0, 0
+	s.rtoDeadline, s.lossDeadline, s.rnrDeadline = 0, 0, 0
+	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
+	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}
+}

@@ -1,0 +1,67 @@
+package transport
+
+import "time"
+
+// Time is an instant in nanoseconds on the owner's monotonic clock (or the
+// simulator's virtual clock). The transport only compares and subtracts.
+type Time int64
+
+// Duration is a span of time; it is time.Duration so configs read naturally.
+type Duration = time.Duration
+
+// Never is the deadline of an endpoint with nothing to wake up for.
+const Never Time = 1<<63 - 1
+
+// rttEstimator is RFC 6298's smoothed RTT and variance, with samples taken
+// from echoed send timestamps (so retransmissions give valid samples too:
+// the echo names the transmission, which Karn's rule could not know).
+type rttEstimator struct {
+	srtt, rttvar, min, latest Duration
+	minRTO, maxRTO            Duration
+	have                      bool
+}
+
+func (r *rttEstimator) init(cfg *Config) {
+	r.minRTO, r.maxRTO = cfg.MinRTO, cfg.MaxRTO
+}
+
+func (r *rttEstimator) sample(d Duration) {
+	if d <= 0 {
+		return
+	}
+	r.latest = d
+	if !r.have {
+		r.srtt, r.rttvar, r.min, r.have = d, d/2, d, true
+		return
+	}
+	if d < r.min {
+		r.min = d
+	}
+	// alpha = 1/8, beta = 1/4 (RFC 6298 §2.3).
+	diff := r.srtt - d
+	if diff < 0 {
+		diff = -diff
+	}
+	r.rttvar += (diff - r.rttvar) / 4
+	r.srtt += (d - r.srtt) / 8
+}
+
+// rto is srtt + 4 rttvar, clamped (RFC 6298 §2.3, §2.4).
+func (r *rttEstimator) rto(initial Duration) Duration {
+	if !r.have {
+		return initial
+	}
+	v := r.srtt + 4*r.rttvar
+	return min(max(v, r.minRTO), r.maxRTO)
+}
+
+// lossDelay is how long after its transmission a hole that later packets
+// overtook counts as lost: the larger of the smoothed and latest RTT plus
+// the reorder fraction of it (RACK, RFC 8985 §6.2).
+func (r *rttEstimator) lossDelay(frac float64, initial Duration) Duration {
+	if !r.have {
+		return initial
+	}
+	base := max(r.srtt, r.latest)
+	return base + Duration(float64(base)*frac)
+}

@@ -1,0 +1,386 @@
+package transport
+
+import (
+	"github.com/metaroce/metaroce/wire"
+)
+
+// Packet record states.
+const (
+	psFree     uint8 = iota
+	psInflight       // transmitted, outcome unknown
+	psLost           // declared lost, queued in retxQ
+	psRNR            // refused with RNR, waiting for rnrAt
+	psAcked          // delivered (or consumed by a NACK that fails its message)
+)
+
+// readJobBit marks a packet record's msg index as a read-response job.
+const readJobBit = 1 << 31
+
+// pktRec is the sender's record of one PSN, indexed by PSN & pktMask.
+type pktRec struct {
+	msg   uint32 // message slot (or readJobBit|job slot)
+	off   uint32
+	n     uint32
+	sent  Time // last transmission
+	rnrAt Time
+	pseq  uint32 // path sequence of the last transmission
+	path  uint16
+	state uint8
+	tx    uint8 // transmissions so far
+}
+
+// sendMsg is an outstanding application message, indexed by MsgID & msgMask.
+type sendMsg struct {
+	inUse     bool
+	done      bool // completion ready to report (in stream order)
+	reqAcked  bool // READ: the request packet is acknowledged
+	op        wire.Opcode
+	status    Status
+	stream    uint16
+	id        uint32
+	streamSeq uint32
+	recvSeq   uint32
+	wrid      uint64
+	local     []byte
+	raddr     uint64
+	rkey      uint32
+	imm       uint32
+	npkts     uint32 // packets the message is cut into (fewer if it failed early)
+	segOff    uint32 // next offset to segment
+	segPkts   uint32 // packets segmented so far
+	acked     uint32 // packets acknowledged (or consumed)
+	readGot   uint32 // READ: response bytes placed
+	rnrTries  int
+	next      int32 // next message of the same stream, -1 at the end
+}
+
+// readJob is a READ response the responder owes, in its own PSN space.
+type readJob struct {
+	inUse     bool
+	reqID     uint32
+	stream    uint16
+	streamSeq uint32
+	data      []byte
+	npkts     uint32
+	segOff    uint32
+	segPkts   uint32
+	acked     uint32
+	nextFree  int32
+}
+
+// streamQ lists a stream's outstanding messages in posting order.
+type streamQ struct {
+	head, tail int32
+	nextSeq    uint32
+}
+
+// sendPath is the sender's view of one logical path.
+type sendPath struct {
+	entropy      uint16
+	nextSeq      uint32 // next per-path sequence number
+	oldest       uint32 // oldest unresolved sequence number
+	largestAcked uint32
+	haveAcked    bool
+	ring         []txRec
+	mask         uint32
+	inflight     int
+	sent, lost   uint64
+}
+
+// txRec is one transmission on a path.
+type txRec struct {
+	sent Time
+	psn  wire.PSN
+	live bool
+}
+
+func (p *sendPath) full() bool { return int(p.nextSeq-p.oldest) == len(p.ring) }
+
+type sender struct {
+	nextPSN wire.PSN
+	una     wire.PSN // oldest PSN not acked
+	pkts    []pktRec
+	pktMask uint32
+	window  int
+	credit  int // the peer's advertised credit
+
+	msgs      []sendMsg
+	msgMask   uint32
+	nextMsgID uint32
+	msgUna    uint32 // oldest message id not fully acked
+	streams   []streamQ
+	nextRecv  uint32 // RecvSeq of the next SEND
+
+	jobs     []readJob
+	jobFree  int32
+	jobCount int
+
+	segQ  ringU32 // message slots (or readJobBit|job) with packets left to cut
+	retxQ ringU32 // PSNs declared lost, to resend
+
+	paths    []sendPath
+	nextPath int
+
+	rtt          rttEstimator
+	rto          Duration
+	rtoDeadline  Time
+	timeouts     int
+	lossDeadline Time
+	rnrWaiting   int
+	rnrDeadline  Time
+	inflight     int // PSNs in psInflight
+	mp           int // negotiated payload bytes per packet
+}
+
+func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16) {
+	n := nextPow2(window)
+	s.window = window
+	s.credit = window
+	s.pkts = make([]pktRec, n)
+	s.pktMask = uint32(n - 1)
+	s.msgs = make([]sendMsg, msgWindow)
+	s.msgMask = uint32(msgWindow - 1)
+	s.streams = make([]streamQ, cfg.MaxStreams)
+	for i := range s.streams {
+		s.streams[i] = streamQ{head: -1, tail: -1}
+	}
+	// Read jobs: the requester holds at most msgWindow reads, and a job
+	// outlives its read by at most an ack's round trip; twice covers it,
+	// and delivery stalls (never fails) if even that runs out.
+	s.jobs = make([]readJob, 2*msgWindow)
+	for i := range s.jobs {
+		s.jobs[i].nextFree = int32(i + 1)
+	}
+	s.jobs[len(s.jobs)-1].nextFree = -1
+	s.jobFree = 0
+	s.segQ = newRingU32(nextPow2(msgWindow + len(s.jobs)))
+	s.retxQ = newRingU32(n)
+	s.paths = make([]sendPath, cfg.Paths)
+	for i := range s.paths {
+		p := &s.paths[i]
+		p.entropy = entropy()
+		p.ring = make([]txRec, cfg.PathRing)
+		p.mask = uint32(cfg.PathRing - 1)
+	}
+	s.rtt.init(cfg)
+	s.rto = cfg.InitialRTO
+}
+
+func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
+	id := s.nextMsgID
+	if int(id-s.msgUna) >= len(s.msgs) {
+		return ErrQueueFull
+	}
+	idx := id & s.msgMask
+	m := &s.msgs[idx]
+	if m.inUse {
+		return ErrQueueFull // its completion still waits on an earlier message of its stream
+	}
+	st := &s.streams[wr.Stream]
+	*m = sendMsg{
+		inUse: true, op: op, stream: wr.Stream, id: id, streamSeq: st.nextSeq,
+		wrid: wr.WRID, local: wr.Local, raddr: wr.RemoteAddr, rkey: wr.RKey, next: -1,
+	}
+	if op.HasImm() {
+		m.imm = wr.Imm
+	}
+	if op.IsSend() {
+		m.recvSeq = s.nextRecv
+		s.nextRecv++
+	}
+	m.npkts = 1
+	if op != wire.OpReadReq {
+		m.npkts = packetsFor(len(wr.Local), s.maxPayload())
+	}
+	st.nextSeq++
+	if st.tail < 0 {
+		st.head = int32(idx)
+	} else {
+		s.msgs[st.tail].next = int32(idx)
+	}
+	st.tail = int32(idx)
+	s.nextMsgID++
+	s.segQ.push(idx)
+	return nil
+}
+
+func packetsFor(n, mp int) uint32 {
+	if n == 0 {
+		return 1
+	}
+	return uint32((n + mp - 1) / mp)
+}
+
+func (s *sender) maxPayload() int { return s.mp }
+
+// windowOpen reports whether a new PSN may be sent.
+func (s *sender) windowOpen() bool {
+	w := s.window
+	if s.credit < w {
+		w = s.credit
+	}
+	return int(s.una.Distance(s.nextPSN)) < w
+}
+
+// pickPath returns a path with room, avoiding 'avoid' when another has room
+// (a retransmission should not take the path that just lost it).
+func (s *sender) pickPath(avoid int) int {
+	n := len(s.paths)
+	fallback := -1
+	for i := 0; i < n; i++ {
+		k := (s.nextPath + i) % n
+		if s.paths[k].full() {
+			continue
+		}
+		if k == avoid && n > 1 {
+			fallback = k
+			continue
+		}
+		s.nextPath = (k + 1) % n
+		return k
+	}
+	return fallback
+}
+
+func (s *sender) hasData() bool {
+	if !s.retxQ.empty() {
+		return true
+	}
+	return !s.segQ.empty() && s.windowOpen()
+}
+
+// buildData writes the next data packet into buf and returns its length and
+// path, or 0 when nothing can be sent now.
+func (c *Conn) buildData(now Time, buf []byte) (int, int) {
+	s := &c.snd
+	for !s.retxQ.empty() {
+		psn := wire.PSN(s.retxQ.peek())
+		r := &s.pkts[uint32(psn)&s.pktMask]
+		if r.state != psLost {
+			s.retxQ.pop() // acked meanwhile
+			continue
+		}
+		pi := s.pickPath(int(r.path))
+		if pi < 0 {
+			return 0, 0
+		}
+		s.retxQ.pop()
+		c.stats.Retransmitted++
+		c.ep.stats.DataRetransmitted++
+		return c.emit(now, buf, psn, r, pi, wire.FlagRetx|wire.FlagAckReq), pi
+	}
+	for !s.segQ.empty() && s.windowOpen() {
+		slot := s.segQ.peek()
+		var off, n, total uint32
+		var last bool
+		if slot&readJobBit != 0 {
+			j := &s.jobs[slot&^readJobBit]
+			total = uint32(len(j.data))
+			off = j.segOff
+			n = min(total-off, uint32(s.mp))
+			j.segOff += n
+			j.segPkts++
+			last = j.segPkts == j.npkts
+		} else {
+			m := &s.msgs[slot]
+			if m.status != StatusOK { // failed early: cut no more
+				m.npkts = m.segPkts
+				s.segQ.pop()
+				c.msgProgress(m)
+				continue
+			}
+			total = uint32(len(m.local))
+			if m.op == wire.OpReadReq {
+				total = 0
+			}
+			off = m.segOff
+			n = min(total-off, uint32(s.mp))
+			m.segOff += n
+			m.segPkts++
+			last = m.segPkts == m.npkts
+		}
+		pi := s.pickPath(-1)
+		if pi < 0 {
+			// undo: no path has room
+			if slot&readJobBit != 0 {
+				j := &s.jobs[slot&^readJobBit]
+				j.segOff -= n
+				j.segPkts--
+			} else {
+				m := &s.msgs[slot]
+				m.segOff -= n
+				m.segPkts--
+			}
+			return 0, 0
+		}
+		if last {
+			s.segQ.pop()
+		}
+		psn := s.nextPSN
+		s.nextPSN++
+		r := &s.pkts[uint32(psn)&s.pktMask]
+		*r = pktRec{msg: slot, off: off, n: n}
+		flags := uint16(0)
+		if last {
+			flags = wire.FlagAckReq
+		}
+		return c.emit(now, buf, psn, r, pi, flags), pi
+	}
+	return 0, 0
+}
+
+// emit transmits PSN psn (record r) on path pi into buf.
+func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags uint16) int {
+	s := &c.snd
+	p := &s.paths[pi]
+	seq := p.nextSeq
+	p.nextSeq++
+	p.ring[seq&p.mask] = txRec{sent: now, psn: psn, live: true}
+	p.inflight++
+	p.sent++
+	r.state = psInflight
+	r.path = uint16(pi)
+	r.pseq = seq
+	r.sent = now
+	if r.tx < 255 {
+		r.tx++
+	}
+	s.inflight++
+	if s.rtoDeadline == 0 {
+		s.rtoDeadline = now + Time(s.rto)
+	}
+	h := wire.DataHeader{
+		Flags: flags, DstConn: c.peerID, PSN: psn, PathID: uint16(pi), PathSeq: seq,
+		Offset: r.off, PayloadLen: uint16(r.n), Timestamp: uint64(now),
+	}
+	var payload []byte
+	if r.msg&readJobBit != 0 {
+		j := &s.jobs[r.msg&^readJobBit]
+		h.Opcode = wire.OpReadResp
+		h.Stream, h.MsgID, h.StreamSeq = j.stream, j.reqID, j.streamSeq
+		h.MsgLen = uint32(len(j.data))
+		payload = j.data[r.off : r.off+r.n]
+	} else {
+		m := &s.msgs[r.msg]
+		h.Opcode = m.op
+		h.Stream, h.MsgID, h.StreamSeq = m.stream, m.id, m.streamSeq
+		h.MsgLen = uint32(len(m.local))
+		h.RKey, h.Imm = m.rkey, m.imm
+		if m.op.IsSend() {
+			h.RecvSeq = m.recvSeq
+			h.RKey = 0
+		} else {
+			h.RemoteAddr = m.raddr
+		}
+		if m.op != wire.OpReadReq {
+			payload = m.local[r.off : r.off+r.n]
+		}
+	}
+	h.Put(buf)
+	copy(buf[wire.DataLen:], payload)
+	n := wire.DataLen + len(payload) + wire.TrailerLen
+	wire.Seal(buf[:n])
+	c.stats.DataSent++
+	c.ep.stats.DataSent++
+	return n
+}
