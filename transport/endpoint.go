@@ -163,6 +163,9 @@ func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
 	if err != nil {
 		if we, ok := err.(wire.Error); ok {
 			e.stats.RxMalformed[we.Reason()]++
+			if we == wire.ErrVersion {
+				e.versionMismatch(from, pkt)
+			}
 		}
 		return
 	}
@@ -192,6 +195,25 @@ func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
 	case wire.ClassNack:
 		c.onNack(now, p.Nack())
 	}
+	e.touch(c)
+}
+
+// versionMismatch answers a packet of another protocol version with NACK
+// UNSUPPORTED_VERSION, but only on a connection this peer really has: a
+// stray packet gets no reply (§3.5).
+func (e *Endpoint) versionMismatch(from netip.Addr, pkt []byte) {
+	if len(pkt) < wire.PrefixLen {
+		return
+	}
+	c := e.conns[binary.BigEndian.Uint32(pkt[4:8])]
+	if c == nil || c.peer != from || c.state != StateEstablished {
+		return
+	}
+	var psn uint32
+	if len(pkt) >= 12 {
+		psn = binary.BigEndian.Uint32(pkt[8:12])
+	}
+	c.owe(nackRec{psn: wire.PSN(psn), reason: wire.NackUnsupportedVersion, info: wire.Version})
 	e.touch(c)
 }
 

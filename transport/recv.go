@@ -373,14 +373,19 @@ func (r *receiver) flush(c *Conn, st Status) {
 }
 
 func (c *Conn) queueNack(d wire.Data, reason wire.NackReason, info uint32) {
+	c.owe(nackRec{psn: d.PSN(), path: d.PathID(), reason: reason, seq: d.PathSeq(),
+		ts: d.Timestamp(), info: info})
+}
+
+// owe queues a NACK; a full queue drops it, since the sender resends and
+// hears again.
+func (c *Conn) owe(n nackRec) {
 	r := &c.rcv
-	c.ep.stats.NacksSent[reason]++
+	c.ep.stats.NacksSent[n.reason]++
 	c.stats.NacksSent++
 	if r.nackCount == len(r.nacks) {
-		return // the sender will resend and hear again
+		return
 	}
-	i := (r.nackHead + r.nackCount) % len(r.nacks)
-	r.nacks[i] = nackRec{psn: d.PSN(), path: d.PathID(), reason: reason, seq: d.PathSeq(),
-		ts: d.Timestamp(), info: info}
+	r.nacks[(r.nackHead+r.nackCount)%len(r.nacks)] = n
 	r.nackCount++
 }

@@ -1,0 +1,236 @@
+package transport_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/sim"
+	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
+)
+
+var (
+	addrS = netip.MustParseAddr("10.1.0.1")
+	addrC = netip.MustParseAddr("10.1.0.2")
+)
+
+func listener(t *testing.T) *transport.Endpoint {
+	t.Helper()
+	e, err := transport.NewEndpoint(transport.Config{Seed: 42}, addrS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Listen(9, transport.NewMemoryTable())
+	return e
+}
+
+// drain returns every packet e owes now, parsed.
+func drain(t *testing.T, e *transport.Endpoint, now transport.Time) []wire.Packet {
+	t.Helper()
+	var out []wire.Packet
+	for {
+		buf := make([]byte, e.MaxPacket())
+		d, ok := e.Transmit(now, buf)
+		if !ok {
+			return out
+		}
+		p, err := wire.Parse(buf[:d.Len])
+		if err != nil {
+			t.Fatalf("endpoint sent an invalid packet: %v", err)
+		}
+		out = append(out, p)
+	}
+}
+
+func connectPkt(src uint32, service uint32, cookie []byte) []byte {
+	h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: src, InitialPSN: 1000, Service: service,
+		RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 4, Timestamp: 5}
+	copy(h.Cookie[:], cookie)
+	return wire.AppendConn(nil, &h)
+}
+
+// TestConnectFloodHoldsNoState (§7.4): CONNECTs without a valid cookie are
+// answered with a CHALLENGE and create nothing, however many arrive.
+func TestConnectFloodHoldsNoState(t *testing.T) {
+	e := listener(t)
+	for i := 0; i < 5000; i++ {
+		from := netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)})
+		e.Receive(transport.Time(i), from, false, connectPkt(uint32(i+1), 9, nil))
+		// a forged cookie is no better than none
+		e.Receive(transport.Time(i), from, false, connectPkt(uint32(i+1), 9, []byte("0123456789abcdef")))
+		drain(t, e, transport.Time(i))
+	}
+	if e.Conns() != 0 {
+		t.Fatalf("%d connections from cookieless CONNECTs", e.Conns())
+	}
+	if e.Stats().ChallengesSent == 0 {
+		t.Fatal("no challenges sent")
+	}
+}
+
+// TestHandshakeCookie (§7.3): the cookie from a CHALLENGE opens exactly one
+// connection; it is bound to the address it was issued to; a repeated
+// CONNECT re-sends ACCEPT without a second connection; it expires.
+func TestHandshakeCookie(t *testing.T) {
+	e := listener(t)
+	e.Receive(0, addrC, false, connectPkt(77, 9, nil))
+	out := drain(t, e, 0)
+	if len(out) != 1 || out[0].Prefix().Opcode() != wire.OpChallenge || out[0].Prefix().DstConn() != 77 {
+		t.Fatalf("want one CHALLENGE to conn 77, got %v", out)
+	}
+	cookie := append([]byte(nil), out[0].Conn().Cookie()...)
+
+	other := netip.MustParseAddr("10.9.9.9")
+	e.Receive(1, other, false, connectPkt(77, 9, cookie))
+	if drain(t, e, 1); e.Conns() != 0 {
+		t.Fatal("a cookie issued to another address was accepted")
+	}
+	for i := 0; i < 3; i++ {
+		e.Receive(2, addrC, false, connectPkt(77, 9, cookie))
+		out = drain(t, e, 2)
+		if len(out) != 1 || out[0].Prefix().Opcode() != wire.OpAccept {
+			t.Fatalf("CONNECT %d with cookie: want ACCEPT, got %v", i, out)
+		}
+		if out[0].Conn().DstConn() != 77 || out[0].Conn().SrcConn() == 0 {
+			t.Fatalf("ACCEPT ids dst %d src %d", out[0].Conn().DstConn(), out[0].Conn().SrcConn())
+		}
+	}
+	if e.Conns() != 1 {
+		t.Fatalf("%d connections, want 1", e.Conns())
+	}
+	late := transport.Time(11 * time.Second)
+	e.Receive(late, addrC, false, connectPkt(78, 9, cookie))
+	if out = drain(t, e, late); len(out) != 1 || out[0].Prefix().Opcode() != wire.OpChallenge {
+		t.Fatalf("expired cookie: want a fresh CHALLENGE, got %v", out)
+	}
+}
+
+// TestRejectUnknownService (§7.5).
+func TestRejectUnknownService(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 16)
+	if _, err := p.a.EP.Connect(0, p.b.Addr, 12345, transport.NewMemoryTable()); err != nil {
+		t.Fatal(err)
+	}
+	p.a.Kick()
+	p.runUntil(time.Second, func() bool { return len(p.cqA) > 0 })
+	if count(p.cqA, transport.OpClosed, transport.StatusRejected) != 1 {
+		t.Fatalf("want a rejected close, got %+v", p.cqA)
+	}
+	if p.b.EP.Conns() != 0 {
+		t.Error("listener kept state for a rejected connect")
+	}
+}
+
+// TestConnectTimeout: no peer at all; Connect gives up after its retries.
+func TestConnectTimeout(t *testing.T) {
+	link := sim.DefaultLink
+	link.Drop = func(sim.Time, []byte) bool { return true }
+	p := newPair(t, transport.Config{ConnectRetries: 3}, link, 16)
+	c, _ := p.a.EP.Connect(0, p.b.Addr, 1, transport.NewMemoryTable())
+	p.a.Kick()
+	p.runUntil(time.Second, func() bool { return len(p.cqA) > 0 })
+	if count(p.cqA, transport.OpClosed, transport.StatusRetryExceeded) != 1 || c.Err == nil {
+		t.Fatalf("completions %+v err %v", p.cqA, c.Err)
+	}
+	if got := p.ab.Stats.Packets; got != 4 {
+		t.Errorf("%d CONNECTs sent, want 1 + 3 retries", got)
+	}
+}
+
+// TestUnknownConnGetsReset (§7.6): data for a connection id nobody has is
+// counted, answered with a RESET naming that id, and the rate limit holds.
+func TestUnknownConnGetsReset(t *testing.T) {
+	e := listener(t)
+	h := wire.DataHeader{Opcode: wire.OpWrite, DstConn: 4242, PSN: 1, MsgLen: 4, RKey: 1}
+	pkt := wire.AppendData(nil, &h, []byte{1, 2, 3, 4})
+	for i := 0; i < 1000; i++ {
+		e.Receive(0, addrC, false, pkt)
+	}
+	out := drain(t, e, 0)
+	if e.Stats().RxUnknownConn != 1000 {
+		t.Errorf("unknown-conn drops %d, want 1000", e.Stats().RxUnknownConn)
+	}
+	if len(out) != transport.Defaults.ResetRate {
+		t.Errorf("%d RESETs in one millisecond, want the rate limit %d", len(out), transport.Defaults.ResetRate)
+	}
+	if len(out) > 0 && (out[0].Prefix().Opcode() != wire.OpReset || out[0].Conn().SrcConn() != 4242) {
+		t.Errorf("reply %v, want RESET naming 4242", out[0].Prefix().Opcode())
+	}
+}
+
+// TestStaleConnectionIsReset (§7.6): when one side forgets a connection
+// (here: a restart), the other side's next packet draws a RESET and its
+// connection fails with StatusReset.
+func TestStaleConnectionIsReset(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	// B restarts: a fresh endpoint at the same address.
+	fresh, err := transport.NewEndpoint(transport.Config{Seed: 99}, p.b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.b.EP = fresh
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: make([]byte, 3000), RemoteAddr: regionAddr, RKey: p.key})
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpClosed, transport.StatusReset) == 1 })
+	if count(p.cqA, transport.OpClosed, transport.StatusReset) != 1 || count(p.cqA, transport.OpWrite, transport.StatusReset) != 1 {
+		t.Fatalf("completions %+v", p.cqA)
+	}
+}
+
+// TestCloseBothSides (§7.7): Close flushes what is outstanding and both
+// ends report OpClosed and forget the connection.
+func TestCloseBothSides(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	p.cb.PostRecv(1, make([]byte, 100))
+	p.ca.Close(p.net.Now())
+	p.kick()
+	p.runUntil(time.Second, func() bool {
+		return count(p.cqA, transport.OpClosed, transport.StatusFlushed) == 1 && count(p.cqB, transport.OpClosed, transport.StatusFlushed) == 1
+	})
+	if count(p.cqB, transport.OpRecv, transport.StatusFlushed) != 1 {
+		t.Errorf("posted receive not flushed: %+v", p.cqB)
+	}
+	if p.a.EP.Conns() != 0 || p.b.EP.Conns() != 0 {
+		t.Errorf("connections left: A %d B %d", p.a.EP.Conns(), p.b.EP.Conns())
+	}
+}
+
+// TestMalformedCounted (§3.5): truncated, corrupted, wrong-version and
+// unknown-opcode packets on a live connection are counted by reason and
+// change nothing; a wrong version from the real peer draws NACK
+// UNSUPPORTED_VERSION.
+func TestMalformedCounted(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	h := wire.DataHeader{Opcode: wire.OpWrite, DstConn: p.cb.LocalID(), PSN: 1, MsgLen: 4, RKey: p.key, RemoteAddr: regionAddr}
+	good := wire.AppendData(nil, &h, []byte{9, 9, 9, 9})
+	now := p.net.Now()
+	short := good[:20]
+	badCRC := append([]byte(nil), good...)
+	badCRC[70-4] ^= 0x10
+	badVer := append([]byte(nil), good...)
+	badVer[0] = 2
+	badOp := append([]byte(nil), good...)
+	badOp[1] = 0x7f
+	wire.Seal(badOp)
+	for _, b := range [][]byte{short, badCRC, badVer, badOp} {
+		p.b.EP.Receive(now, p.a.Addr, false, b)
+	}
+	st := p.b.EP.Stats()
+	for _, e := range []wire.Error{wire.ErrShort, wire.ErrCRC, wire.ErrVersion, wire.ErrOpcode} {
+		if st.RxMalformed[e.Reason()] != 1 {
+			t.Errorf("%v counted %d times, want 1", e, st.RxMalformed[e.Reason()])
+		}
+	}
+	if st.NacksSent[wire.NackUnsupportedVersion] != 1 {
+		t.Errorf("no NACK UNSUPPORTED_VERSION for the peer's v2 packet")
+	}
+	for _, b := range p.region {
+		if b != 0 {
+			t.Fatal("a malformed packet was placed")
+		}
+	}
+}
