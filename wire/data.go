@@ -146,6 +146,9 @@ func (h *DataHeader) Decode(d Data) {
 // trailer) to b. h.PayloadLen is set from payload. It is the convenient
 // form for tests and tools; the engine writes frames in place with Put.
 func AppendData(b []byte, h *DataHeader, payload []byte) []byte {
+	if len(payload) > MaxPayload {
+		panic("wire: payload longer than the 16-bit length field")
+	}
 	h.PayloadLen = uint16(len(payload))
 	n := len(b)
 	b = grow(b, DataLen+len(payload)+TrailerLen)

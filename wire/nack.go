@@ -22,7 +22,7 @@ const (
 	// NackUnsupportedVersion: the receiver does not speak the packet's
 	// version; Info holds the highest version it does.
 	NackUnsupportedVersion NackReason = 5
-	numNackReasons
+	numNackReasons                    = NackUnsupportedVersion + 1
 )
 
 func (r NackReason) String() string {

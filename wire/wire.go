@@ -175,8 +175,9 @@ func (p Packet) Nack() Nack { return Nack(p.b) }
 func (p Packet) Conn() Conn { return Conn(p.b) }
 
 // Parse validates pkt (the UDP payload) and returns it as a typed packet.
-// Checks run in the order of §3.5: length, version, opcode, CRC, then the
-// header's own rules, so that the reason returned is the first that fails.
+// Checks run in the order of §3.5: length, version, opcode, CRC, flags,
+// then the header's own rules, so that the reason returned is the first
+// that fails.
 // Parse does not allocate.
 func Parse(pkt []byte) (Packet, error) {
 	if len(pkt) < PrefixLen+TrailerLen {
