@@ -1,0 +1,226 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Driver is application logic that runs on the engine goroutine: it may
+// post work on the engine's connections in Step and receives completions.
+// Running it there, rather than across a channel, keeps the endpoint
+// single-owner.
+type Driver interface {
+	// Step runs once per loop iteration; it reports whether it did work.
+	Step(e *Engine, now transport.Time) bool
+	// Completion receives each completion.
+	Completion(e *Engine, now transport.Time, c transport.Completion)
+}
+
+// EngineConfig tunes an engine.
+type EngineConfig struct {
+	Batch          int           // packets per RX/TX batch (default 64)
+	SpinIterations int           // idle iterations before blocking (default 256)
+	MaxSleep       time.Duration // longest block when idle (default 1ms: commands wait at most this)
+}
+
+// EngineStats are counters the engine goroutine writes and anyone may read
+// (atomics: one writer, so Add never contends).
+type EngineStats struct {
+	Iterations, Sleeps   atomic.Uint64
+	RxPackets, TxPackets atomic.Uint64
+	RxBatches, TxBatches atomic.Uint64
+	TxShort              atomic.Uint64 // transport had more to send than the link had room
+	BusyNanos, IdleNanos atomic.Uint64
+}
+
+// Engine drives one Endpoint over one Link.
+type Engine struct {
+	cfg    EngineConfig
+	link   Link
+	ep     *transport.Endpoint
+	driver Driver
+	epoch  time.Time
+
+	rx   []RxPacket
+	tx   []TxPacket
+	cqes []transport.Completion
+	cmds chan func(now transport.Time)
+
+	Stats EngineStats
+}
+
+// NewEngine returns an engine for ep over link. The engine owns both from
+// Run on.
+func NewEngine(cfg EngineConfig, link Link, ep *transport.Endpoint, d Driver) *Engine {
+	if cfg.Batch <= 0 {
+		cfg.Batch = 64
+	}
+	if cfg.SpinIterations <= 0 {
+		cfg.SpinIterations = 256
+	}
+	if cfg.MaxSleep <= 0 {
+		cfg.MaxSleep = time.Millisecond
+	}
+	return &Engine{
+		cfg: cfg, link: link, ep: ep, driver: d, epoch: time.Now(),
+		rx: make([]RxPacket, cfg.Batch), tx: make([]TxPacket, cfg.Batch),
+		cqes: make([]transport.Completion, cfg.Batch), cmds: make(chan func(transport.Time), 16),
+	}
+}
+
+// Endpoint returns the transport endpoint. Use it only from Driver calls
+// or functions passed to Do.
+func (e *Engine) Endpoint() *transport.Endpoint { return e.ep }
+
+// Link returns the link.
+func (e *Engine) Link() Link { return e.link }
+
+// Now returns the engine clock (call only on the engine goroutine).
+func (e *Engine) Now() transport.Time { return transport.Time(time.Since(e.epoch)) }
+
+// Do runs f on the engine goroutine, within MaxSleep, and waits for it.
+func (e *Engine) Do(ctx context.Context, f func(now transport.Time)) error {
+	done := make(chan struct{})
+	select {
+	case e.cmds <- func(now transport.Time) { f(now); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run loops until ctx is done. It locks the goroutine to its OS thread.
+func (e *Engine) Run(ctx context.Context) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	idle := 0
+	last := time.Now()
+	for {
+		if idle == 0 || idle%64 == 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+		t := time.Now()
+		now := transport.Time(t.Sub(e.epoch))
+		work := e.iterate(now)
+		e.Stats.Iterations.Add(1)
+		el := time.Since(last)
+		last = time.Now()
+		if work {
+			idle = 0
+			e.Stats.BusyNanos.Add(uint64(el))
+			continue
+		}
+		e.Stats.IdleNanos.Add(uint64(el))
+		idle++
+		if idle < e.cfg.SpinIterations {
+			continue
+		}
+		sleep := e.cfg.MaxSleep
+		if next := e.ep.NextTimeout(); next != transport.Never {
+			sleep = min(sleep, max(0, time.Duration(next-now)))
+		}
+		if sleep > 0 {
+			e.Stats.Sleeps.Add(1)
+			if err := e.link.Poll(sleep); err != nil && !errors.Is(err, errInterrupted) {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// iterate is one loop iteration; it reports whether anything happened.
+func (e *Engine) iterate(now transport.Time) bool {
+	work := false
+	select {
+	case f := <-e.cmds:
+		f(now)
+		work = true
+	default:
+	}
+	if n := e.link.Receive(e.rx); n > 0 {
+		work = true
+		e.Stats.RxPackets.Add(uint64(n))
+		e.Stats.RxBatches.Add(1)
+		for i := range e.rx[:n] {
+			p := &e.rx[i]
+			e.ep.Receive(now, p.From, p.CE, p.Payload)
+		}
+		e.link.Release(e.rx[:n])
+	}
+	if e.ep.NextTimeout() <= now {
+		e.ep.Timeout(now)
+		work = true
+	}
+	if e.driver != nil && e.driver.Step(e, now) {
+		work = true
+	}
+	for {
+		k := e.ep.PollCompletions(e.cqes)
+		if k == 0 {
+			break
+		}
+		work = true
+		if e.driver != nil {
+			for _, c := range e.cqes[:k] {
+				e.driver.Completion(e, now, c)
+			}
+		}
+	}
+	if e.flush(now) {
+		work = true
+	}
+	return work
+}
+
+// flush moves what the transport owes into TX batches.
+func (e *Engine) flush(now transport.Time) bool {
+	sent := false
+	for {
+		k := e.link.ReserveTx(e.tx)
+		if k == 0 {
+			e.Stats.TxShort.Add(1)
+			return sent
+		}
+		n := 0
+		for n < k {
+			p := &e.tx[n]
+			d, ok := e.ep.Transmit(now, p.Buf)
+			if !ok {
+				break
+			}
+			p.Len, p.Dst, p.SrcPort, p.Control = d.Len, d.Dst, d.SrcPort, d.Control
+			n++
+		}
+		for i := n; i < k; i++ {
+			e.tx[i].Len = 0
+		}
+		if err := e.link.SubmitTx(e.tx[:k]); err != nil {
+			e.Stats.TxShort.Add(1)
+		}
+		if n > 0 {
+			sent = true
+			e.Stats.TxPackets.Add(uint64(n))
+			e.Stats.TxBatches.Add(1)
+		}
+		if n < k {
+			return sent
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package dataplane
+
+import (
+	"context"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/transport"
+)
+
+// TestEnginesOverMemLink runs two engines against each other over the
+// in-memory twin with 1% loss: every message is verified at the target.
+func TestEnginesOverMemLink(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	la, lb := NewMemPair(a, b, 9000, 0.01, 1)
+	epA, err := transport.NewEndpoint(transport.Config{}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epB, _ := transport.NewEndpoint(transport.Config{}, b)
+	gc := GenConfig{Size: 65536, Slots: 8, Seed: 3, Peer: b, Messages: 400, Streams: 2}
+	w, err := NewWriter(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := NewTarget(gc, epB)
+	var verified atomic.Int64
+	tgt.Report = func(s TargetStats) { verified.Store(int64(s.Verified)) }
+	ea := NewEngine(EngineConfig{}, la, epA, w)
+	eb := NewEngine(EngineConfig{}, lb, epB, tgt)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- ea.Run(ctx) }()
+	go func() { errs <- eb.Run(ctx) }()
+	var res GenResult
+	select {
+	case res = <-w.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("generator did not finish in 60s")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for verified.Load() < int64(gc.Messages) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-errs
+	<-errs
+	if res.Err != "" || res.Completed != gc.Messages || res.Failed != 0 {
+		t.Fatalf("writer: %+v", res)
+	}
+	st := tgt.Stats()
+	if st.Verified != gc.Messages || st.Corrupt != 0 || st.Duplicates != 0 {
+		t.Fatalf("target: %+v", st)
+	}
+	if epA.Stats().DataRetransmitted == 0 {
+		t.Error("1% loss but no retransmissions")
+	}
+}
+
+// TestIdleEngineSleeps: an engine with nothing to do blocks in Poll
+// instead of spinning (counted, not timed).
+func TestIdleEngineSleeps(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	la, _ := NewMemPair(a, b, 2048, 0, 1)
+	ep, _ := transport.NewEndpoint(transport.Config{}, a)
+	e := NewEngine(EngineConfig{SpinIterations: 10, MaxSleep: 20 * time.Millisecond}, la, ep, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	e.Run(ctx)
+	it, sl := e.Stats.Iterations.Load(), e.Stats.Sleeps.Load()
+	if sl == 0 {
+		t.Fatal("idle engine never slept")
+	}
+	// 10 spins per sleep, and each sleep lasts until MaxSleep: a few
+	// hundred iterations at most, where a spinning loop would do millions.
+	if it > 11*sl+20 {
+		t.Errorf("%d iterations for %d sleeps: the engine spins while idle", it, sl)
+	}
+}
