@@ -2,6 +2,8 @@ package afxdp
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -9,11 +11,27 @@ import (
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/testnet"
 	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
 )
 
 // runPair runs a generator from A to B over AF_XDP on a testnet topology
 // and returns what both ends saw.
+type pairRun struct {
+	res    dataplane.GenResult
+	target dataplane.TargetStats
+	sa, sb transport.Stats
+	xdpB   bpf.Counters
+	linkB  Stats
+}
+
 func runPair(t *testing.T, a, b *testnet.Host, v6 bool, messages int) (dataplane.GenResult, dataplane.TargetStats, transport.Stats) {
+	r := runPairWith(t, a, b, v6, messages, nil)
+	return r.res, r.target, r.sa
+}
+
+// runPairWith is runPair with inject running during the transfer, on a
+// goroutine, until the transfer ends.
+func runPairWith(t *testing.T, a, b *testnet.Host, v6 bool, messages int, inject func(ctx context.Context, dst netip.Addr)) pairRun {
 	t.Helper()
 	open := func(h *testnet.Host) *Iface {
 		var fi *Iface
@@ -50,6 +68,12 @@ func runPair(t *testing.T, a, b *testnet.Host, v6 bool, messages int) (dataplane
 	done := make(chan struct{}, 2)
 	go func() { ea.Run(ctx); done <- struct{}{} }()
 	go func() { eb.Run(ctx); done <- struct{}{} }()
+	injected := make(chan struct{})
+	if inject != nil {
+		go func() { inject(ctx, fb.Local); close(injected) }()
+	} else {
+		close(injected)
+	}
 	var res dataplane.GenResult
 	select {
 	case res = <-w.Done():
@@ -62,12 +86,17 @@ func runPair(t *testing.T, a, b *testnet.Host, v6 bool, messages int) (dataplane
 		time.Sleep(2 * time.Millisecond)
 		eb.Do(context.Background(), func(transport.Time) { st = tgt.Stats() })
 	}
-	var sa transport.Stats
-	ea.Do(context.Background(), func(transport.Time) { sa = *epA.Stats() })
+	var r pairRun
+	ea.Do(context.Background(), func(transport.Time) { r.sa = *epA.Stats() })
 	cancel()
+	<-injected
 	<-done
 	<-done
-	return res, st, sa
+	r.res, r.target = res, st
+	r.sb = *epB.Stats()
+	r.linkB = fb.Links[0].Stats
+	r.xdpB, _ = fb.Program.Counters()
+	return r
 }
 
 func TestAFXDPPair(t *testing.T) {
@@ -111,4 +140,50 @@ func TestAFXDPThroughLossySwitch(t *testing.T) {
 				name, res.Gbps, dropped, sa.DataRetransmitted, sa.DataSent, sa.Timeouts)
 		})
 	}
+}
+
+// TestAFXDPBadInput (issue 6): malformed, truncated, wrong-CRC,
+// wrong-version and unknown-connection packets sent to the daemon's port
+// during a transfer are counted and dropped where they are caught (in XDP
+// or in the transport), and the transfer still completes byte-exact.
+func TestAFXDPBadInput(t *testing.T) {
+	p := testnet.NewPair(t, testnet.Config{})
+	good := wire.AppendData(nil, &wire.DataHeader{Opcode: wire.OpWrite, DstConn: 12345, PSN: 7, MsgLen: 8, RKey: 1}, make([]byte, 8))
+	badCRC := append([]byte(nil), good...)
+	badCRC[len(badCRC)-1] ^= 1
+	badVer := append([]byte(nil), good...)
+	badVer[0] = 9
+	kinds := [][]byte{good /* unknown connection */, badCRC, badVer, good[:20] /* truncated */, {1, 2, 3} /* short */}
+	const rounds = 400
+	inject := func(ctx context.Context, dst netip.Addr) {
+		p.A.Do(func() error {
+			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 4792)))
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			defer c.Close()
+			for i := 0; i < rounds && ctx.Err() == nil; i++ {
+				for _, k := range kinds {
+					c.Write(k)
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+			return nil
+		})
+	}
+	r := runPairWith(t, p.A, p.B, false, 512, inject)
+	if r.res.Err != "" || r.target.Verified != 512 || r.target.Corrupt != 0 || r.target.Duplicates != 0 {
+		t.Fatalf("writer %+v target %+v", r.res, r.target)
+	}
+	if r.sb.RxUnknownConn == 0 || r.sb.RxMalformed[wire.ErrCRC.Reason()] == 0 || r.sb.RxMalformed[wire.ErrShort.Reason()] == 0 {
+		t.Errorf("transport drops: unknown conn %d, crc %d, short %d", r.sb.RxUnknownConn,
+			r.sb.RxMalformed[wire.ErrCRC.Reason()], r.sb.RxMalformed[wire.ErrShort.Reason()])
+	}
+	if r.xdpB.DroppedVersion == 0 || r.xdpB.DroppedShort == 0 {
+		t.Errorf("XDP drops: version %d, short %d", r.xdpB.DroppedVersion, r.xdpB.DroppedShort)
+	}
+	t.Logf("transport: unknown conn %d crc %d short %d; xdp: version %d short %d; resets sent %d (rate-limited %d)",
+		r.sb.RxUnknownConn, r.sb.RxMalformed[wire.ErrCRC.Reason()], r.sb.RxMalformed[wire.ErrShort.Reason()],
+		r.xdpB.DroppedVersion, r.xdpB.DroppedShort, r.sb.ResetsSent, r.sb.ReplyRateLimited)
 }
