@@ -192,6 +192,9 @@ func (w *Writer) finish(now transport.Time, err error) {
 		return
 	}
 	w.finished = true
+	if w.conn != nil && w.conn.State() == transport.StateEstablished {
+		w.conn.Close(now) // one connection per run: leave nothing behind
+	}
 	w.res.Elapsed = time.Duration(now - w.start)
 	if w.res.Elapsed > 0 {
 		w.res.Gbps = float64(w.res.Bytes*8) / float64(w.res.Elapsed)

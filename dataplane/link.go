@@ -11,6 +11,7 @@ type RxPacket struct {
 	Payload []byte
 	From    netip.Addr
 	CE      bool   // the IP header carried ECN CE
+	SrcPort uint16 // the UDP source port: the path entropy
 	Handle  uint64 // the backend's reference to the frame
 }
 

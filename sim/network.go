@@ -19,7 +19,17 @@ const WireOverhead = 18 + 20 + 20 + 8
 
 // LinkConfig describes one direction of a link.
 type LinkConfig struct {
-	RateBps      float64       // bits per second
+	// RateBps is the link's rate in bits per second. Zero means the link
+	// adds no serialisation of its own (the sending NIC's rate is the
+	// only one), as for the direct host-to-host links of two-host
+	// scenarios.
+	RateBps float64
+	// QueueBytes bounds the link's output queue; a packet that does not
+	// fit is tail-dropped. Zero means unbounded.
+	QueueBytes int
+	// ECNBytes marks CE on packets that find at least this much queued
+	// ahead of them (DCTCP-style step marking). Zero: no marking.
+	ECNBytes     int
 	Delay        time.Duration // propagation delay
 	Loss         float64       // probability a packet is dropped
 	Reorder      float64       // probability a packet is held back
@@ -35,13 +45,33 @@ type LinkConfig struct {
 // LinkStats counts what a link did.
 type LinkStats struct {
 	Packets, Bytes, Dropped, Reordered, Duplicated, Corrupted uint64
+	QueueDrops, Marked                                        uint64
+	MaxQueueBytes                                             int
 }
 
 // Link is one direction between two hosts.
 type Link struct {
 	cfg   LinkConfig
 	to    *Host
+	busy  Time // when the link finishes sending what is queued
 	Stats LinkStats
+}
+
+// Route picks the link a packet takes towards one destination. A plain
+// *Link is a route to itself; ECMP picks by hashing the entropy.
+type Route interface {
+	Pick(d transport.Datagram, from *Host) *Link
+}
+
+// Pick implements Route for a single link.
+func (l *Link) Pick(transport.Datagram, *Host) *Link { return l }
+
+// Backlog returns the bytes queued on l at time t.
+func (l *Link) Backlog(t Time) int {
+	if l.cfg.RateBps == 0 || l.busy <= t {
+		return 0
+	}
+	return int(float64(l.busy-t) * l.cfg.RateBps / 8e9)
 }
 
 // Host is one simulated machine.
@@ -57,7 +87,7 @@ type Host struct {
 	rate    float64
 	timerAt Time
 	cqes    []transport.Completion
-	links   map[netip.Addr]*Link
+	links   map[netip.Addr]Route
 }
 
 type evKind uint8
@@ -77,6 +107,8 @@ type event struct {
 	buf  int32
 	n    int32
 	from int32
+	ce   bool
+	port uint16 // UDP source port
 }
 
 // Network is a simulated network and its event loop.
@@ -115,7 +147,7 @@ func (n *Network) AddHost(addr netip.Addr, cfg transport.Config, rateBps float64
 		return nil, fmt.Errorf("host %v: %w", addr, err)
 	}
 	h := &Host{Addr: addr, EP: ep, idx: len(n.hosts), net: n, rate: rateBps,
-		timerAt: transport.Never, cqes: make([]transport.Completion, 64), links: map[netip.Addr]*Link{}}
+		timerAt: transport.Never, cqes: make([]transport.Completion, 64), links: map[netip.Addr]Route{}}
 	n.hosts = append(n.hosts, h)
 	n.byAddr[addr] = h
 	if l := ep.MaxPacket(); l > n.bufLen {
@@ -124,12 +156,18 @@ func (n *Network) AddHost(addr netip.Addr, cfg transport.Config, rateBps float64
 	return h, nil
 }
 
-// Connect adds a one-way link from a to b (replacing any).
+// Connect adds a one-way link from a to b (replacing any route).
 func (n *Network) Connect(a, b *Host, cfg LinkConfig) *Link {
-	l := &Link{cfg: cfg, to: b}
+	l := NewLink(b, cfg)
 	a.links[b.Addr] = l
 	return l
 }
+
+// NewLink makes a link towards b, for building routes.
+func NewLink(b *Host, cfg LinkConfig) *Link { return &Link{cfg: cfg, to: b} }
+
+// SetRoute makes a's packets for b take r.
+func (n *Network) SetRoute(a, b *Host, r Route) { a.links[b.Addr] = r }
 
 // At runs f at virtual time t (for scenarios: posting work, faults).
 func (n *Network) At(t Time, f func(now Time)) {
@@ -172,8 +210,7 @@ func (n *Network) Run(until Time, stop func() bool) {
 			h := n.hosts[ev.host]
 			from := n.hosts[ev.from].Addr
 			b := n.bufs[ev.buf][:ev.n]
-			ce := false
-			h.EP.Receive(n.now, from, ce, b)
+			h.EP.ReceivePort(n.now, from, ev.port, ev.ce, b)
 			n.release(ev.buf)
 			h.service()
 		case evTxDone:
@@ -222,8 +259,8 @@ func (h *Host) service() {
 			ser := Time(float64((d.Len+WireOverhead)*8) / h.rate * 1e9)
 			h.nicBusy = true
 			n.push(event{at: n.now + ser, kind: evTxDone, host: int32(h.idx)})
-			if l := h.links[d.Dst]; l != nil {
-				l.carry(n, h, bi, d.Len, n.now+ser)
+			if r := h.links[d.Dst]; r != nil {
+				r.Pick(d, h).carry(n, h, bi, d.Len, d.SrcPort, n.now+ser)
 			} else {
 				n.release(bi)
 			}
@@ -238,7 +275,7 @@ func (h *Host) service() {
 }
 
 // carry puts a packet that finishes serialising at t on the link.
-func (l *Link) carry(n *Network, from *Host, bi int32, size int, t Time) {
+func (l *Link) carry(n *Network, from *Host, bi int32, size int, port uint16, t Time) {
 	c := &l.cfg
 	l.Stats.Packets++
 	l.Stats.Bytes += uint64(size)
@@ -257,6 +294,27 @@ func (l *Link) carry(n *Network, from *Host, bi int32, size int, t Time) {
 		bit := n.rng.IntN(size * 8)
 		n.bufs[bi][bit/8] ^= 1 << (bit % 8)
 	}
+	ce := false
+	if c.RateBps > 0 {
+		// An output-queued port: FIFO at the link rate. The backlog a
+		// packet finds is what the link still has to send when it comes.
+		q := l.Backlog(t)
+		if c.QueueBytes > 0 && q+size > c.QueueBytes {
+			l.Stats.QueueDrops++
+			n.release(bi)
+			return
+		}
+		if c.ECNBytes > 0 && q >= c.ECNBytes {
+			ce = true
+			l.Stats.Marked++
+		}
+		if q+size > l.Stats.MaxQueueBytes {
+			l.Stats.MaxQueueBytes = q + size
+		}
+		start := max(t, l.busy)
+		l.busy = start + Time(float64((size+WireOverhead)*8)/c.RateBps*1e9)
+		t = l.busy
+	}
 	at := t + Time(c.Delay)
 	if c.Reorder > 0 && n.rng.Float64() < c.Reorder {
 		l.Stats.Reordered++
@@ -266,9 +324,9 @@ func (l *Link) carry(n *Network, from *Host, bi int32, size int, t Time) {
 		l.Stats.Duplicated++
 		d := n.buf()
 		copy(n.bufs[d], n.bufs[bi][:size])
-		n.push(event{at: at + 1, kind: evDeliver, host: int32(l.to.idx), buf: d, n: int32(size), from: int32(from.idx)})
+		n.push(event{at: at + 1, kind: evDeliver, host: int32(l.to.idx), buf: d, n: int32(size), from: int32(from.idx), ce: ce, port: port})
 	}
-	n.push(event{at: at, kind: evDeliver, host: int32(l.to.idx), buf: bi, n: int32(size), from: int32(from.idx)})
+	n.push(event{at: at, kind: evDeliver, host: int32(l.to.idx), buf: bi, n: int32(size), from: int32(from.idx), ce: ce, port: port})
 }
 
 func (n *Network) push(ev event) {

@@ -17,6 +17,7 @@ type rcvPath struct {
 	pending      int    // packets since the last ack for this path
 	firstPending Time   // arrival of the oldest of them
 	ce           uint16 // CE marks since the last ack
+	entropy      uint16 // UDP source port of the latest data on this path (0: unknown)
 	echoTS       uint64
 	echoPSN      wire.PSN
 	arrived      Time
@@ -102,13 +103,19 @@ func (r *receiver) hasControl() bool {
 	return r.nackCount > 0 || r.ackHead < len(r.ackQ)
 }
 
-// buildControl writes a pending NACK or ack into buf; 0 if none.
+// buildControl writes a pending NACK or ack into buf; 0 if none. It
+// sets c.rcv.lastEntropy to the entropy the packet should carry (0: the
+// caller picks).
 func (c *Conn) buildControl(now Time, buf []byte) int {
+	c.rcv.lastEntropy, c.rcv.lastPlane = 0, 0
 	r := &c.rcv
 	if r.nackCount > 0 {
 		n := r.nacks[r.nackHead]
 		r.nackHead = (r.nackHead + 1) % len(r.nacks)
 		r.nackCount--
+		if int(n.path) < len(r.paths) && r.paths[n.path] != nil {
+			r.lastEntropy, r.lastPlane = r.paths[n.path].entropy, uint8(int(n.path)%c.ep.cfg.Planes)
+		}
 		h := wire.NackHeader{DstConn: c.peerID, PSN: n.psn, PathID: n.path, Reason: n.reason,
 			PathSeq: n.seq, CumPSN: r.cum, EchoTimestamp: n.ts, Info: n.info}
 		h.Put(buf)
@@ -121,6 +128,7 @@ func (c *Conn) buildControl(now Time, buf []byte) int {
 			r.ackQ, r.ackHead = r.ackQ[:0], 0
 		}
 		p.queued = false
+		r.lastEntropy, r.lastPlane = p.entropy, uint8(int(p.id)%c.ep.cfg.Planes)
 		h := wire.AckHeader{DstConn: c.peerID, CumPSN: r.cum, PathID: p.id, CECount: p.ce,
 			PathAckSeq: p.highest, EchoPSN: p.echoPSN, EchoTimestamp: p.echoTS,
 			Credit: uint32(r.window), AckDelay: uint32(max(0, now-p.arrived))}

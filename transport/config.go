@@ -12,12 +12,36 @@ import (
 // (see Defaults); Validate resolves defaults and rejects nonsense once, so
 // the engine never re-checks a setting on the hot path.
 type Config struct {
+	// Mode is the transport mode: ModeMetaRoCE (spraying, selective
+	// repeat, repathing) or ModeRoCEv2, our own baseline of the classic
+	// transport: one path per connection, go-back-N, no repathing (§8.8).
+	Mode Mode
 	// MTU is the IP MTU of the links. The payload per packet is derived
 	// from it for the worst case (IPv6): MTU - 40 (IPv6) - 8 (UDP) -
 	// 64 (data header) - 4 (CRC32C).
 	MTU int
 	// Paths is the number of logical paths (entropy values) per connection.
 	Paths int
+	// Planes groups the paths into fabric planes (path i is on plane
+	// i mod Planes): one NIC port, or one independent fabric, each.
+	Planes int
+	// SuspectLosses: this many losses in a row make a path suspect.
+	SuspectLosses int
+	// PathTimeoutRTTs: a path holding data with no ack for this many of
+	// its RTTs (plus AckDelay, at least MinPathTimeout) is suspect, and
+	// its outstanding packets are resent elsewhere at once.
+	PathTimeoutRTTs float64
+	MinPathTimeout  Duration
+	// SlowFactor: a path whose RTT stays above this multiple of the
+	// median of the active paths is suspect. Zero means the default; a
+	// negative value disables the test.
+	SlowFactor float64
+	// ProbeCount probes decide a suspect path; RestoreProbes answered in
+	// a row restore it, else it is retired and replaced.
+	ProbeCount, RestoreProbes int
+	// MinProbeInterval and MaxProbeInterval bound the probe interval (it
+	// is twice the RTT, doubling while fresh entropy keeps failing).
+	MinProbeInterval, MaxProbeInterval Duration
 	// SendWindow bounds packets in flight per connection (also bounded by
 	// the peer's receive window).
 	SendWindow int
@@ -54,7 +78,8 @@ type Config struct {
 	// after which a connection fails.
 	MaxRetries int
 	// RNRDelay is how long a sender waits after an RNR NACK before
-	// resending; RNRRetries bounds consecutive RNR NACKs per message.
+	// resending; RNRRetries bounds the RNR and OUT_OF_WINDOW NACKs one
+	// message may draw.
 	RNRDelay   time.Duration
 	RNRRetries int
 	// ConnectTimeout is the first retransmission interval of CONNECT and
@@ -72,42 +97,65 @@ type Config struct {
 	// the range of UDP source ports used as path entropy.
 	Port                   uint16
 	EntropyMin, EntropyMax uint16
-	// Seed seeds connection ids, initial PSNs, entropy values and the
-	// cookie secret. Zero means "use crypto/rand"; the simulator sets it
-	// so runs are deterministic.
+	// Seed seeds connection ids, initial PSNs and entropy values (the
+	// cookie secret always comes from crypto/rand). Zero means "use
+	// crypto/rand"; the simulator sets it so runs are deterministic.
 	Seed uint64
 }
 
 // Defaults are the values Validate fills in. Each has its reason:
 var Defaults = Config{
-	MTU:             1500,                   // what a commodity Ethernet fabric runs unless told otherwise
-	Paths:           16,                     // enough entropy to spread over a 16-way ECMP stage (issue 3 revisits)
-	SendWindow:      512,                    // ~700 KB at MTU 1500: a 100 Gb/s x 50 us bandwidth-delay product
-	RecvWindow:      1024,                   // twice the send window, so reordering never stalls the sender
-	MsgWindow:       256,                    // a few hundred small messages in flight per connection
-	RecvQueue:       256,                    // matches MsgWindow: every message in flight can be a SEND
-	MaxStreams:      64,                     // streams are cheap (two words each); 64 covers a rank's peers
-	MaxPathID:       1024,                   // path ids up to 4x the 256 paths a sender may use
-	PathRing:        64,                     // per-path transmissions in flight; SendWindow/Paths x 2, pow2
-	AckEvery:        4,                      // one ack per 4 packets per path: ~1.4% of data bytes at MTU 1500
-	AckDelay:        10 * time.Microsecond,  // under a datacenter RTT, so coalescing costs little
-	ReorderPackets:  3,                      // the TCP/QUIC packet threshold
-	ReorderFraction: 0.25,                   // RACK's reorder window: a quarter of the RTT
-	InitialRTO:      time.Millisecond,       // before any RTT sample: ~20 datacenter RTTs
-	MinRTO:          200 * time.Microsecond, // guards against RTT samples below queueing jitter
-	MaxRTO:          100 * time.Millisecond,
-	MaxRetries:      12, // with backoff, ~seconds of silence before declaring the peer dead
-	RNRDelay:        20 * time.Microsecond,
-	RNRRetries:      1000, // a slow consumer is not an error; an absent one eventually is
-	ConnectTimeout:  time.Millisecond,
-	ConnectRetries:  10,
-	CookieLifetime:  10 * time.Second,
-	ResetRate:       64,
-	MaxConns:        1 << 16,
-	Port:            wire.DefaultPort,
-	EntropyMin:      49152, // the IANA dynamic range, where ephemeral ports live anyway
-	EntropyMax:      65535,
+	Mode: ModeMetaRoCE,
+	MTU:  1500, // what a commodity Ethernet fabric runs unless told otherwise
+	// 16 paths: on an 8-way ECMP stage each uplink is left unused with
+	// probability (7/8)^16 ~ 0.12 and about 2 entropy values share one;
+	// more paths spread better but each sees fewer packets per RTT for
+	// its own loss detection (32 at a send window of 512). 16 is the
+	// balance; raise it for wide stages.
+	Paths:            16,
+	Planes:           1,                     // one NIC port
+	SuspectLosses:    3,                     // 3 in a row is ~1e-6 under 1% random loss: the path, not chance
+	PathTimeoutRTTs:  3,                     // 3 RTTs of other paths' acks overtaking it: not queueing, a dead route
+	MinPathTimeout:   10 * time.Microsecond, // a floor for tiny RTTs; the test is relative
+	SlowFactor:       4,                     // queueing doubles an RTT easily; 4x the median is a bad route
+	ProbeCount:       3,                     // three tries decide
+	RestoreProbes:    2,                     // one answer can be luck on a lossy path; two in a row is not
+	MinProbeInterval: 20 * time.Microsecond,
+	MaxProbeInterval: 10 * time.Millisecond,  // a dead plane costs K probes per 10 ms
+	SendWindow:       512,                    // ~700 KB at MTU 1500: a 100 Gb/s x 50 us bandwidth-delay product
+	RecvWindow:       1024,                   // twice the send window, so reordering never stalls the sender
+	MsgWindow:        256,                    // a few hundred small messages in flight per connection
+	RecvQueue:        256,                    // matches MsgWindow: every message in flight can be a SEND
+	MaxStreams:       64,                     // streams are cheap (two words each); 64 covers a rank's peers
+	MaxPathID:        1024,                   // path ids up to 4x the 256 paths a sender may use
+	PathRing:         64,                     // per-path transmissions in flight; SendWindow/Paths x 2, pow2
+	AckEvery:         4,                      // one ack per 4 packets per path: ~1.4% of data bytes at MTU 1500
+	AckDelay:         10 * time.Microsecond,  // under a datacenter RTT, so coalescing costs little
+	ReorderPackets:   3,                      // the TCP/QUIC packet threshold
+	ReorderFraction:  0.25,                   // RACK's reorder window: a quarter of the RTT
+	InitialRTO:       time.Millisecond,       // before any RTT sample: ~20 datacenter RTTs
+	MinRTO:           200 * time.Microsecond, // guards against RTT samples below queueing jitter
+	MaxRTO:           100 * time.Millisecond,
+	MaxRetries:       12, // with backoff, ~seconds of silence before declaring the peer dead
+	RNRDelay:         20 * time.Microsecond,
+	RNRRetries:       1000, // a slow consumer is not an error; an absent one eventually is
+	ConnectTimeout:   time.Millisecond,
+	ConnectRetries:   10,
+	CookieLifetime:   10 * time.Second,
+	ResetRate:        64,
+	MaxConns:         1 << 16,
+	Port:             wire.DefaultPort,
+	EntropyMin:       49152, // the IANA dynamic range, where ephemeral ports live anyway
+	EntropyMax:       65535,
 }
+
+// Mode names a transport mode.
+type Mode string
+
+const (
+	ModeMetaRoCE Mode = "metaroce"
+	ModeRoCEv2   Mode = "rocev2"
+)
 
 // Header overhead per data packet in the worst case (IPv6).
 const overheadV6 = 40 + 8 + wire.DataLen + wire.TrailerLen
@@ -130,8 +178,36 @@ func (c *Config) Validate() error {
 			*p = v
 		}
 	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch c.Mode {
+	case "":
+		c.Mode = d.Mode
+	case ModeMetaRoCE:
+	case ModeRoCEv2:
+		// One path, as ECMP flow hashing gives a classic RoCE flow.
+		if c.Paths > 1 {
+			bad("mode rocev2 uses one path per connection, not %d", c.Paths)
+		}
+		c.Paths = 1
+	default:
+		bad("mode %q: want %q or %q", c.Mode, ModeMetaRoCE, ModeRoCEv2)
+	}
 	def(&c.MTU, d.MTU)
 	def(&c.Paths, d.Paths)
+	def(&c.Planes, d.Planes)
+	def(&c.SuspectLosses, d.SuspectLosses)
+	if c.PathTimeoutRTTs == 0 {
+		c.PathTimeoutRTTs = d.PathTimeoutRTTs
+	}
+	defd(&c.MinPathTimeout, d.MinPathTimeout)
+	if c.SlowFactor == 0 {
+		c.SlowFactor = d.SlowFactor
+	}
+	def(&c.ProbeCount, d.ProbeCount)
+	def(&c.RestoreProbes, d.RestoreProbes)
+	defd(&c.MinProbeInterval, d.MinProbeInterval)
+	defd(&c.MaxProbeInterval, d.MaxProbeInterval)
 	def(&c.SendWindow, d.SendWindow)
 	def(&c.RecvWindow, d.RecvWindow)
 	def(&c.MsgWindow, d.MsgWindow)
@@ -162,8 +238,6 @@ func (c *Config) Validate() error {
 	if c.EntropyMin == 0 && c.EntropyMax == 0 {
 		c.EntropyMin, c.EntropyMax = d.EntropyMin, d.EntropyMax
 	}
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.MTU < 576 || c.MTU > 9216 {
 		bad("mtu %d: want 576..9216", c.MTU)
 	} else if c.MaxPayload() < wire.MinMaxPayload {
@@ -171,6 +245,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Paths < 1 || c.Paths > 256 {
 		bad("paths %d: want 1..256", c.Paths)
+	}
+	if c.Planes < 1 || c.Planes > c.Paths || c.Planes > 255 {
+		bad("planes %d: want 1..paths", c.Planes)
+	}
+	if c.SuspectLosses < 1 || c.PathTimeoutRTTs < 1 || c.MinPathTimeout <= 0 || (c.SlowFactor > 0 && c.SlowFactor < 1) {
+		bad("path health: suspect losses >= 1, path timeout >= 1 RTT and > 0, slow factor >= 1 (or negative: off)")
+	}
+	if c.ProbeCount < 1 || c.RestoreProbes < 1 || c.RestoreProbes > c.ProbeCount {
+		bad("probes: want 1 <= restore probes %d <= probe count %d", c.RestoreProbes, c.ProbeCount)
+	}
+	if c.MinProbeInterval <= 0 || c.MaxProbeInterval < c.MinProbeInterval {
+		bad("probe interval bounds %v..%v", c.MinProbeInterval, c.MaxProbeInterval)
 	}
 	if !pow2(c.RecvWindow) || c.RecvWindow > wire.MaxRecvWindow {
 		bad("recv window %d: want a power of two up to %d", c.RecvWindow, wire.MaxRecvWindow)

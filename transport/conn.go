@@ -48,6 +48,7 @@ type Conn struct {
 	peer    netip.Addr
 	service uint32
 	mem     Memory
+	initPSN wire.PSN // the first PSN we send, announced in CONNECT/ACCEPT
 	// Context is free for the owner (e.g. the session a connection
 	// belongs to); the transport never reads it.
 	Context any
@@ -223,6 +224,12 @@ func (c *Conn) Close(now Time) {
 	}
 	c.Err = errClosedLocally
 	c.flush(StatusFlushed)
+	if c.state == StateConnecting {
+		// The peer has no id of ours to match a DISCONNECT against; if
+		// its ACCEPT arrives later, the RESET it draws closes its side.
+		c.closed()
+		return
+	}
 	c.state = StateClosing
 	c.ctlOwed = wire.OpDisconnect
 	c.ctlTries = 0
@@ -239,6 +246,7 @@ var (
 	errRetries       = errors.New("metaroce: peer unreachable: retry limit exceeded")
 	errConnectFailed = errors.New("metaroce: connect: no answer from peer")
 	errRNR           = errors.New("metaroce: peer posted no receive buffer within the RNR retry limit")
+	errWindow        = errors.New("metaroce: peer kept refusing packets as out of its window")
 )
 
 // fail ends the connection with status st and err, completing everything

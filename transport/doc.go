@@ -36,6 +36,18 @@
 // (RFC 6298 estimator, exponential backoff, retry limit) covers tail losses
 // and dead paths.
 //
+// # Paths (§8.7, paths.go)
+//
+// Each connection sprays over Paths logical paths (entropy values), picking
+// per packet the cheaper of two random active paths by in-flight packets,
+// RTT, marks and losses. A path that loses repeatedly, goes silent while
+// other paths' acks overtake it, or stays far slower than the others is
+// suspect: it carries no data and is probed, then restored or retired and
+// replaced by fresh entropy. Acks echo the entropy of the data they speak
+// for (ReceivePort), so one entropy value steers both directions. Mode
+// rocev2 is the classic baseline in the same code: one path, go-back-N, no
+// repathing (§8.8).
+//
 // # Messages, streams and completions (§9)
 //
 // Messages (WRITE, WRITE with immediate, READ, SEND) are cut into packets

@@ -19,6 +19,8 @@ type Datagram struct {
 	// Control is set for acks, nacks and connection packets, which the
 	// encapsulation marks with the control DSCP (§2.4).
 	Control bool
+	// Plane is the fabric plane (NIC port) the path belongs to (§8.7).
+	Plane uint8
 }
 
 // Endpoint is the transport of one local address: its connections, their
@@ -82,8 +84,10 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
 	e.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	for i := 0; i < len(e.secret); i += 8 {
-		binary.LittleEndian.PutUint64(e.secret[i:], e.rng.Uint64())
+	// The cookie secret always comes from crypto/rand, even when Seed makes
+	// everything else deterministic: nothing observable depends on it.
+	if _, err := crand.Read(e.secret[:]); err != nil {
+		return nil, err
 	}
 	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
 	return e, nil
@@ -122,8 +126,9 @@ func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
 		}
 	}
 	c.rcv.init(&e.cfg)
-	c.snd.nextPSN = e.initialPSN()
-	c.snd.una = c.snd.nextPSN
+	c.initPSN = e.initialPSN()
+	c.snd.nextPSN = c.initPSN
+	c.snd.una = c.initPSN
 	e.conns[c.localID] = c
 	return c, nil
 }
@@ -139,7 +144,7 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 	c.sendWindow = min(cfg.SendWindow, int(peerWindow))
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
-	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy)
+	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64())
 	c.snd.mp = c.maxPayload
 	c.state = StateEstablished
 }
@@ -157,6 +162,15 @@ func (e *Endpoint) release(c *Conn) {
 // Receive hands the endpoint one received packet: the UDP payload, the
 // source address, and whether the IP header carried a CE mark.
 func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
+	e.ReceivePort(now, from, 0, ce, pkt)
+}
+
+// ReceivePort is Receive with the packet's UDP source port (its path
+// entropy). Acks for a path then carry the entropy its data came with, so
+// the sender's choice of entropy steers the ack's route too, and a repath
+// moves both directions (§5.5); with port 0 acks spread over the
+// receiver's own paths.
+func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce bool, pkt []byte) {
 	e.stats.RxPackets++
 	e.stats.RxBytes += uint64(len(pkt))
 	p, err := wire.Parse(pkt)
@@ -189,7 +203,7 @@ func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
 	}
 	switch p.Class {
 	case wire.ClassData:
-		c.onData(now, p.Data(), ce)
+		c.onData(now, p.Data(), srcPort, ce)
 	case wire.ClassAck:
 		c.onAck(now, p.Ack())
 	case wire.ClassNack:
@@ -202,7 +216,14 @@ func (e *Endpoint) Receive(now Time, from netip.Addr, ce bool, pkt []byte) {
 // UNSUPPORTED_VERSION, but only on a connection this peer really has: a
 // stray packet gets no reply (§3.5).
 func (e *Endpoint) versionMismatch(from netip.Addr, pkt []byte) {
-	if len(pkt) < wire.PrefixLen {
+	if len(pkt) < wire.PrefixLen+wire.TrailerLen {
+		return
+	}
+	// Only a packet that arrived intact may end a connection: a bit flip
+	// in the version byte of a v1 packet must not (the CRC32C is the same
+	// polynomial in every version, §3.1).
+	n := len(pkt) - wire.TrailerLen
+	if binary.BigEndian.Uint32(pkt[n:]) != wire.Checksum(pkt[:n]) {
 		return
 	}
 	c := e.conns[binary.BigEndian.Uint32(pkt[4:8])]
@@ -236,9 +257,17 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			e.ready, e.readyHead = e.ready[:0], 0
 		}
 		c.inReady = false
-		n, port, ctl := c.build(now, buf)
+		n, pi, ctl := c.build(now, buf)
 		if n == 0 {
 			continue
+		}
+		d := Datagram{Dst: c.peer, SrcPort: e.cfg.EntropyMin, Len: n, Control: ctl}
+		if pi >= 0 {
+			p := &c.snd.paths[pi]
+			d.SrcPort, d.Plane = p.entropy, p.plane
+		}
+		if pi == ackPath {
+			d.SrcPort, d.Plane = c.rcv.lastEntropy, c.rcv.lastPlane
 		}
 		e.stats.TxPackets++
 		e.stats.TxBytes += uint64(n)
@@ -246,32 +275,51 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			e.markReady(c) // round-robin: back of the queue
 		}
 		e.reschedule(c)
-		return Datagram{Dst: c.peer, SrcPort: port, Len: n, Control: ctl}, true
+		return d, true
 	}
 	return Datagram{}, false
 }
 
 // build writes one packet of c: connection control, then nacks and acks,
 // then data.
-func (c *Conn) build(now Time, buf []byte) (n int, port uint16, control bool) {
+// ackPath marks an ack or nack that echoes the entropy of the data it
+// speaks for.
+const ackPath = -2
+
+// The path index -1 means the connection's fixed control entropy.
+func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 	if c.ctlOwed != 0 {
 		n = c.buildConn(now, buf)
-		return n, c.ep.cfg.EntropyMin, true
+		return n, -1, true
 	}
 	if c.state != StateEstablished {
 		return 0, 0, false
 	}
 	if c.rcv.hasControl() {
 		n = c.buildControl(now, buf)
-		// Acks ride the connection's own paths so they are sprayed too.
-		p := &c.snd.paths[c.snd.nextPath%len(c.snd.paths)]
-		return n, p.entropy, true
+		// Acks ride the connection's own active paths, round-robin, so
+		// they are sprayed too and avoid paths known to be bad.
+		s := &c.snd
+		pi := s.nextPath % len(s.paths)
+		if len(s.active) > 0 {
+			pi = int(s.active[s.nextPath%len(s.active)])
+		}
+		s.nextPath++
+		if c.rcv.lastEntropy != 0 {
+			return n, ackPath, true
+		}
+		return n, pi, true
+	}
+	if n, pi := c.buildProbe(now, buf); n > 0 {
+		// Data class on purpose: a probe must queue where data queues,
+		// or a path slow only for data would pass its probes.
+		return n, pi, false
 	}
 	n, pi := c.buildData(now, buf)
 	if n == 0 {
 		return 0, 0, false
 	}
-	return n, c.snd.paths[pi].entropy, false
+	return n, pi, false
 }
 
 func (c *Conn) hasOutput() bool {
@@ -281,7 +329,7 @@ func (c *Conn) hasOutput() bool {
 	if c.state != StateEstablished {
 		return false
 	}
-	return c.rcv.hasControl() || c.snd.hasData()
+	return c.rcv.hasControl() || len(c.snd.probesOwed) > 0 || c.snd.hasData()
 }
 
 func (e *Endpoint) markReady(c *Conn) {
@@ -303,7 +351,7 @@ func (e *Endpoint) touch(c *Conn) {
 
 func (c *Conn) nextDeadline() Time {
 	d := Never
-	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline} {
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer} {
 		if t != 0 && t < d {
 			d = t
 		}
@@ -358,6 +406,9 @@ func (c *Conn) onTimer(now Time) {
 		c.rcv.ackTimerFired(now, c.ep.cfg.AckDelay)
 	}
 	c.senderTimer(now)
+	if c.state == StateEstablished && c.snd.pathTimer != 0 && now >= c.snd.pathTimer {
+		c.snd.pathTimer = c.pathTick(now)
+	}
 }
 
 func (e *Endpoint) complete(cq Completion) { e.cq = append(e.cq, cq) }

@@ -34,7 +34,7 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		Timestamp: uint64(now), Paths: uint16(cfg.Paths)}
 	switch c.ctlOwed {
 	case wire.OpConnect, wire.OpAccept:
-		h.InitialPSN = c.snd.nextPSN
+		h.InitialPSN = c.initPSN // not nextPSN: a re-sent ACCEPT may follow data
 		h.Service = c.service
 		h.RecvWindow = uint32(cfg.RecvWindow)
 		h.MsgWindow = uint16(cfg.MsgWindow)
@@ -101,7 +101,15 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		e.touch(c)
 	case wire.OpAccept:
 		c := e.conns[p.DstConn()]
-		if c == nil || c.peer != from {
+		if c == nil {
+			// We gave up on (or never made) this connection while the
+			// peer accepted it: tell it, so it does not keep a
+			// half-open connection (§7.6).
+			e.stats.RxUnknownConn++
+			e.replyReset(now, from, p.DstConn())
+			return
+		}
+		if c.peer != from {
 			e.stats.RxUnexpected++
 			return
 		}

@@ -213,19 +213,22 @@ func TestMalformedCounted(t *testing.T) {
 	badCRC[70-4] ^= 0x10
 	badVer := append([]byte(nil), good...)
 	badVer[0] = 2
+	wire.Seal(badVer) // intact: a corrupted version byte must not draw the NACK
+	flipped := append([]byte(nil), good...)
+	flipped[0] = 3 // the CRC no longer matches: must be ignored
 	badOp := append([]byte(nil), good...)
 	badOp[1] = 0x7f
 	wire.Seal(badOp)
-	for _, b := range [][]byte{short, badCRC, badVer, badOp} {
+	for _, b := range [][]byte{short, badCRC, flipped, badVer, badOp} {
 		p.b.EP.Receive(now, p.a.Addr, false, b)
 	}
 	st := p.b.EP.Stats()
-	for _, e := range []wire.Error{wire.ErrShort, wire.ErrCRC, wire.ErrVersion, wire.ErrOpcode} {
-		if st.RxMalformed[e.Reason()] != 1 {
-			t.Errorf("%v counted %d times, want 1", e, st.RxMalformed[e.Reason()])
+	for e, want := range map[wire.Error]uint64{wire.ErrShort: 1, wire.ErrCRC: 1, wire.ErrVersion: 2, wire.ErrOpcode: 1} {
+		if st.RxMalformed[e.Reason()] != want {
+			t.Errorf("%v counted %d times, want %d", e, st.RxMalformed[e.Reason()], want)
 		}
 	}
-	if st.NacksSent[wire.NackUnsupportedVersion] != 1 {
+	if st.NacksSent[wire.NackUnsupportedVersion] != 1 { // for badVer only, not for flipped
 		t.Errorf("no NACK UNSUPPORTED_VERSION for the peer's v2 packet")
 	}
 	for _, b := range p.region {

@@ -27,8 +27,10 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
+	var rtt Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
-		s.rtt.sample(Duration(now-Time(ts)) - Duration(a.AckDelay()))
+		rtt = Duration(now-Time(ts)) - Duration(a.AckDelay())
+		s.rtt.sample(rtt)
 	}
 	progress := false
 	for s.una.Before(cum) {
@@ -40,7 +42,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if !p.haveAcked || int32(h-p.largestAcked) > 0 {
 		p.largestAcked, p.haveAcked = h, true
 	}
-	if c.scanPath(now, pid, a) {
+	if c.scanPath(now, pid, a, rtt) {
 		progress = true
 	}
 	c.advanceUna()
@@ -58,13 +60,24 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 // acknowledged ones are delivered, holes overtaken by ReorderPackets later
 // arrivals or older than the loss delay are lost (§8.3.2). It reports
 // whether any PSN was newly acknowledged.
-func (c *Conn) scanPath(now Time, pid int, a wire.Ack) bool {
+func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 	s := &c.snd
 	p := &s.paths[pid]
 	h := a.PathAckSeq()
-	delay := Time(s.rtt.lossDelay(c.ep.cfg.ReorderFraction, c.ep.cfg.InitialRTO))
+	frac := s.reorderFrac(c.ep.cfg.ReorderFraction)
+	delay := Time(s.rtt.lossDelay(frac, c.ep.cfg.InitialRTO))
+	if p.srtt > 0 {
+		// The path's own RTT: paths differ, and a slow path's packets
+		// are not late by the fast paths' measure.
+		delay = Time(float64(max(p.srtt, rtt)) * (1 + frac))
+	}
+	if p.lostMarks > 0 {
+		c.checkSpurious(p, a)
+	}
 	thresh := uint32(c.ep.cfg.ReorderPackets)
 	progress := false
+	acked := 0
+	defer func() { p.sample(rtt, acked, int(a.CECount())) }()
 	for seq := p.oldest; int32(seq-h) <= 0; seq++ {
 		t := &p.ring[seq&p.mask]
 		if !t.live {
@@ -74,13 +87,18 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack) bool {
 		if back < wire.SackBits && a.Received(back) {
 			t.live = false
 			p.inflight--
-			if c.ackTransmission(t.psn, uint16(pid), seq) {
+			acked++
+			if t.sent > s.newestAckedSent {
+				s.newestAckedSent = t.sent
+			}
+			c.pathAcked(p, now, t.probe)
+			if !t.probe && c.ackTransmission(t.psn, uint16(pid), seq) {
 				progress = true
 			}
 			continue
 		}
 		if back >= thresh || back >= wire.SackBits || now-t.sent >= delay {
-			c.loseTransmission(pid, seq)
+			c.loseTransmission(now, pid, seq)
 			continue
 		}
 		// A hole not yet old enough: look again when it will be.
@@ -92,10 +110,46 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack) bool {
 	return progress
 }
 
+// checkSpurious looks for transmissions of p declared lost that a now
+// SACKs: they were late, not lost. Each widens the reorder window (RACK's
+// reo_wnd adaptation, RFC 8985 §6.2, with SACK in place of DSACK).
+func (c *Conn) checkSpurious(p *sendPath, a wire.Ack) {
+	s := &c.snd
+	h := a.PathAckSeq()
+	lo := p.nextSeq - uint32(len(p.ring)) // entries older than this are overwritten
+	if int32(h-wire.SackBits+1-lo) > 0 {
+		lo = h - wire.SackBits + 1
+	}
+	for seq := lo; int32(seq-p.oldest) < 0 && int32(seq-h) <= 0; seq++ {
+		t := &p.ring[seq&p.mask]
+		if !t.lost {
+			continue
+		}
+		if a.Received(h - seq) {
+			t.lost = false
+			p.lostMarks--
+			c.ep.stats.SpuriousRetx++
+			s.spurious++
+			s.reoMult = min(s.reoMult+1, maxReoMult)
+			s.reoQuiet = 0
+		}
+	}
+}
+
+// maxReoMult caps the reorder window at 4 times its base (with the 1/4
+// default, one RTT, RACK's own cap).
+const maxReoMult = 4
+
+// reorderFrac is the reorder allowance as a fraction of the RTT.
+func (s *sender) reorderFrac(base float64) float64 {
+	return base * float64(max(1, s.reoMult))
+}
+
 func (c *Conn) advanceOldest(p *sendPath) {
 	for p.oldest != p.nextSeq && !p.ring[p.oldest&p.mask].live {
 		p.oldest++
 	}
+
 }
 
 // ackTransmission records that a transmission of psn arrived.
@@ -166,7 +220,7 @@ func (m *sendMsg) fullyAcked() bool {
 
 // loseTransmission declares transmission seq of path pid lost and queues
 // its PSN for retransmission if that transmission is the PSN's latest.
-func (c *Conn) loseTransmission(pid int, seq uint32) {
+func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	s := &c.snd
 	p := &s.paths[pid]
 	t := &p.ring[seq&p.mask]
@@ -175,7 +229,12 @@ func (c *Conn) loseTransmission(pid int, seq uint32) {
 	}
 	t.live = false
 	p.inflight--
-	p.lost++
+	c.pathLost(p, now, t.probe)
+	if t.probe {
+		return
+	}
+	t.lost = true
+	p.lostMarks++
 	psn := t.psn
 	if psn.Before(s.una) || !psn.Before(s.nextPSN) {
 		return
@@ -187,6 +246,14 @@ func (c *Conn) loseTransmission(pid int, seq uint32) {
 	r.state = psLost
 	s.inflight--
 	s.retxQ.push(uint32(psn))
+	if s.reoMult > 1 {
+		// RFC 8985 §7.2 decays its multiplier after 16 recoveries
+		// without a spurious one; we count losses.
+		if s.reoQuiet++; s.reoQuiet >= 16 {
+			s.reoMult--
+			s.reoQuiet = 0
+		}
+	}
 	c.stats.Lost++
 	c.ep.stats.LostDetected++
 }
@@ -199,6 +266,24 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 	c.stats.NacksReceived++
 	if reason == wire.NackUnsupportedVersion {
 		c.fail(StatusRemoteInvalid, errVersion)
+		return
+	}
+	if reason == wire.NackSequence {
+		// Go back to where the receiver stands, resending everything
+		// outstanding from there in PSN order (§8.8).
+		cum := n.CumPSN()
+		if cum.After(s.nextPSN) {
+			return
+		}
+		for s.una.Before(cum) {
+			c.ackPSN(s.una)
+			c.advanceUna()
+		}
+		for psn := s.una; psn != s.nextPSN; psn++ {
+			if r := &s.pkts[uint32(psn)&s.pktMask]; r.state == psInflight {
+				c.loseTransmission(now, int(r.path), r.pseq)
+			}
+		}
 		return
 	}
 	psn := n.PSN()
@@ -223,6 +308,20 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 	}
 	switch reason {
 	case wire.NackRNR, wire.NackOutOfWindow:
+		if r.msg&readJobBit == 0 {
+			// Both wait for the receiver; both are bounded, so a
+			// receiver that never makes room cannot hold us forever.
+			m := &s.msgs[r.msg]
+			m.rnrTries++
+			if m.rnrTries > c.ep.cfg.RNRRetries {
+				if reason == wire.NackRNR {
+					c.fail(StatusRNRRetryExceeded, errRNR)
+				} else {
+					c.fail(StatusRetryExceeded, errWindow)
+				}
+				return
+			}
+		}
 		if r.state == psInflight {
 			s.inflight--
 		}
@@ -233,14 +332,6 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 		if reason == wire.NackRNR {
 			if hint := Duration(n.Info()) * 1000; hint > 0 {
 				delay = hint
-			}
-			if r.msg&readJobBit == 0 {
-				m := &s.msgs[r.msg]
-				m.rnrTries++
-				if m.rnrTries > c.ep.cfg.RNRRetries {
-					c.fail(StatusRNRRetryExceeded, errRNR)
-					return
-				}
 			}
 			c.ep.stats.RNRWaits++
 		} else {
@@ -260,8 +351,14 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 				}
 			}
 		}
-		c.ackPSN(psn) // consumed: the receiver marked it received
-		c.advanceUna()
+		// The receiver did not consume the PSN (a NACK never does):
+		// abandon it with a void packet, acked like any other (§6.3).
+		r.void = true
+		if r.state == psInflight {
+			s.inflight--
+			r.state = psLost
+			s.retxQ.push(uint32(psn))
+		}
 	}
 }
 
@@ -287,11 +384,16 @@ func (c *Conn) senderTimer(now Time) {
 	}
 	if s.lossDeadline != 0 && now >= s.lossDeadline {
 		s.lossDeadline = 0
-		delay := Time(s.rtt.lossDelay(cfg.ReorderFraction, cfg.InitialRTO))
+		frac := s.reorderFrac(cfg.ReorderFraction)
 		for pi := range s.paths {
 			p := &s.paths[pi]
 			if !p.haveAcked {
 				continue
+			}
+			// The same threshold the per-path scan uses (§8.3.2).
+			delay := Time(s.rtt.lossDelay(frac, cfg.InitialRTO))
+			if p.srtt > 0 {
+				delay = Time(float64(p.srtt) * (1 + frac))
 			}
 			for seq := p.oldest; int32(seq-p.largestAcked) < 0; seq++ {
 				t := &p.ring[seq&p.mask]
@@ -299,7 +401,7 @@ func (c *Conn) senderTimer(now Time) {
 					continue
 				}
 				if now-t.sent >= delay {
-					c.loseTransmission(pi, seq)
+					c.loseTransmission(now, pi, seq)
 				} else if d := t.sent + delay; s.lossDeadline == 0 || d < s.lossDeadline {
 					s.lossDeadline = d
 				}
@@ -327,13 +429,13 @@ func (c *Conn) senderTimer(now Time) {
 			p := &s.paths[pi]
 			for seq := p.oldest; seq != p.nextSeq; seq++ {
 				if t := &p.ring[seq&p.mask]; t.live && t.sent <= horizon {
-					c.loseTransmission(pi, seq)
+					c.loseTransmission(now, pi, seq)
 				}
 			}
 			c.advanceOldest(p)
 		}
 		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
-			c.loseTransmission(int(r.path), r.pseq)
+			c.loseTransmission(now, int(r.path), r.pseq)
 		}
 		s.rto = min(2*s.rto, cfg.MaxRTO)
 		if s.inflight > 0 || !s.retxQ.empty() {
@@ -348,7 +450,7 @@ func (c *Conn) msgProgress(m *sendMsg) {
 	if m.done || !m.fullyAcked() {
 		return
 	}
-	if m.op == wire.OpReadReq && m.status == StatusOK && m.readGot < uint32(len(m.local)) {
+	if m.op == wire.OpReadReq && m.status == StatusOK && !m.respDone {
 		return
 	}
 	m.done = true
@@ -399,6 +501,9 @@ func (c *Conn) onReadResp(d wire.Data) bool {
 	off := d.Offset()
 	copy(m.local[off:], d.Payload())
 	m.readGot += uint32(d.PayloadLen())
+	if m.readGot >= d.MsgLen() {
+		m.respDone = true
+	}
 	c.msgProgress(m)
 	return true
 }

@@ -4,8 +4,12 @@ import "github.com/metaroce/metaroce/wire"
 
 // recvMsg tracks a message being received, indexed by MsgID & msgMask.
 type recvMsg struct {
-	inUse     bool
-	complete  bool
+	inUse    bool
+	complete bool
+	// delivered marks a failed message that has taken effect but keeps
+	// its slot as a tombstone, so its late packets get its own failure
+	// reason; the slot is reused by the next message that maps to it.
+	delivered bool
 	op        wire.Opcode
 	status    Status
 	stream    uint16
@@ -65,6 +69,14 @@ type receiver struct {
 	nacks     []nackRec
 	nackHead  int
 	nackCount int
+
+	// what buildControl chose for the packet it just wrote
+	lastEntropy uint16
+	lastPlane   uint8
+
+	// go-back-N (rocev2 mode): a SEQUENCE NACK was sent for this cum.
+	seqNakSent bool
+	seqNakCum  wire.PSN
 }
 
 func (r *receiver) init(cfg *Config) {
@@ -117,13 +129,16 @@ func (r *receiver) postRecv(wrid uint64, buf []byte) error {
 
 // Outcome of accepting a data packet.
 const (
-	accOK       = iota // placed (or nothing to place): mark arrived
-	accConsumed        // refused for good (NACK sent): mark arrived, place nothing
-	accRefused         // refused for now (NACK sent): do not mark arrived
+	accOK      = iota // placed (or nothing to place): mark arrived
+	accRefused        // refused (NACK sent): not marked, nothing placed
 )
 
-// onData handles a validated data packet (§8.2).
-func (c *Conn) onData(now Time, d wire.Data, ce bool) {
+// onData handles a validated data packet (§8.2). A packet that is refused
+// is not recorded anywhere, neither in the PSN window nor in its path's
+// SACK state: only a NACK speaks of it, and if the NACK is lost the sender
+// resends and hears it again. So no ack can ever make a refused packet
+// look delivered.
+func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	r := &c.rcv
 	e := c.ep
 	e.stats.DataReceived++
@@ -133,13 +148,23 @@ func (c *Conn) onData(now Time, d wire.Data, ce bool) {
 		e.stats.RxBadPath++
 		return
 	}
-	p := r.path(pid)
-	p.record(now, d.PathSeq(), d.PSN(), d.Timestamp(), ce)
+	if d.Opcode() == wire.OpProbe {
+		// A probe asks only "does this path work": ack it at once.
+		e.stats.ProbesReceived++
+		p := r.path(pid)
+		p.record(now, d.PathSeq(), 0, d.Timestamp(), false)
+		p.entropy = srcPort
+		r.queueAck(p)
+		return
+	}
 	psn := d.PSN()
 	dist := r.cum.Distance(psn)
 	if dist < 0 || (int(dist) < r.window && r.bit(psn)) {
 		e.stats.Duplicates++
 		c.stats.Duplicates++
+		p := r.path(pid)
+		p.record(now, d.PathSeq(), psn, d.Timestamp(), ce)
+		p.entropy = srcPort
 		r.queueAck(p) // the sender resends because it lacks our acks: tell it now
 		return
 	}
@@ -148,25 +173,31 @@ func (c *Conn) onData(now Time, d wire.Data, ce bool) {
 		c.queueNack(d, wire.NackOutOfWindow, uint32(r.window))
 		return
 	}
-	reason := wire.NackReason(0)
-	res := accOK
-	if d.Opcode() == wire.OpReadResp {
-		if !c.onReadResp(d) {
-			// No such read outstanding (flushed, or a confused peer):
-			// consume it so the responder stops resending.
-			res, reason = accConsumed, wire.NackInvalidRequest
+	if dist > 0 && e.cfg.Mode == ModeRoCEv2 {
+		// The go-back-N baseline takes packets in order only, and says
+		// once per gap where to resume (§8.8).
+		e.stats.OutOfOrderDropped++
+		if !r.seqNakSent || r.seqNakCum != r.cum {
+			r.seqNakSent, r.seqNakCum = true, r.cum
+			e.stats.SequenceNacks++
+			c.queueNack(d, wire.NackSequence, 0)
 		}
-	} else {
+		return
+	}
+	res, reason := accOK, wire.NackReason(0)
+	switch {
+	case d.Flags()&wire.FlagVoid != 0:
+		// The sender abandons this PSN after our NACK (§6.3): consume it.
+		e.stats.VoidReceived++
+	case d.Opcode() == wire.OpReadResp:
+		if !c.onReadResp(d) {
+			// No such read outstanding (flushed, or a confused peer).
+			res, reason = accRefused, wire.NackInvalidRequest
+		}
+	default:
 		res, reason = c.acceptMsgPacket(d)
 	}
-	switch res {
-	case accOK, accConsumed:
-		r.setBit(psn)
-		r.advance()
-		if res == accConsumed {
-			c.queueNack(d, reason, 0)
-		}
-	case accRefused:
+	if res == accRefused {
 		info := uint32(0)
 		if reason == wire.NackRNR {
 			info = uint32(e.cfg.RNRDelay / 1000)
@@ -174,6 +205,11 @@ func (c *Conn) onData(now Time, d wire.Data, ce bool) {
 		c.queueNack(d, reason, info)
 		return
 	}
+	r.setBit(psn)
+	r.advance()
+	p := r.path(pid)
+	p.record(now, d.PathSeq(), psn, d.Timestamp(), ce)
+	p.entropy = srcPort
 	p.pending++
 	if p.pending == 1 {
 		p.firstPending = now
@@ -185,42 +221,63 @@ func (c *Conn) onData(now Time, d wire.Data, ce bool) {
 	}
 }
 
+// failReason is the NACK reason a failed message's packets get.
+func failReason(st Status) wire.NackReason {
+	if st == StatusRemoteAccess {
+		return wire.NackRemoteAccess
+	}
+	return wire.NackInvalidRequest
+}
+
+// rmaTarget checks an RMA packet's key, right and the whole message range
+// (§10.3) and returns the bytes it may touch.
+func (c *Conn) rmaTarget(d wire.Data) ([]byte, bool) {
+	want := AccessRemoteWrite
+	if d.Opcode() == wire.OpReadReq {
+		want = AccessRemoteRead
+	}
+	reg, ok := c.mem.Lookup(d.RKey())
+	if !ok {
+		return nil, false
+	}
+	return reg.slice(d.RemoteAddr(), d.MsgLen(), want)
+}
+
 // acceptMsgPacket validates and places a packet of a WRITE, SEND or READ
-// request (§9). Every packet of a message is judged on the message's whole
-// range, so a message is placed entirely or not at all.
+// request (§9). The key is checked on every packet against the message's
+// whole range, so every packet of a message is judged alike. A message
+// that fails completes (as failed) at its first refused packet, so its
+// stream moves on; its later packets are refused too.
 func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 	r := &c.rcv
 	id := d.MsgID()
 	m := &r.msgs[id&r.msgMask]
 	if m.inUse && m.id != id {
-		// The slot still holds an older message (a stalled READ): the
-		// sender is ahead of us. Refuse for now.
-		return accRefused, wire.NackOutOfWindow
+		if !m.delivered {
+			// The slot still holds an older message (a stalled READ):
+			// the sender is ahead of us. Refuse for now.
+			return accRefused, wire.NackOutOfWindow
+		}
+		m.inUse = false // a failed message's tombstone: reuse it
 	}
 	if !m.inUse {
 		if int(d.Stream()) >= len(r.streams) {
-			return accConsumed, wire.NackInvalidRequest
+			return accRefused, wire.NackInvalidRequest
 		}
 		if int32(d.StreamSeq()-r.streams[d.Stream()].next) < 0 {
-			// A new PSN for a message that already took effect: the
-			// peer is confused; consume it so it stops resending.
-			return accConsumed, wire.NackInvalidRequest
+			// A message that already took effect (a failed one, whose
+			// remaining packets still come): refuse.
+			return accRefused, wire.NackInvalidRequest
 		}
 		*m = recvMsg{inUse: true, op: d.Opcode(), stream: d.Stream(), id: id,
 			streamSeq: d.StreamSeq(), msgLen: d.MsgLen(), imm: d.Imm()}
 		switch op := d.Opcode(); {
 		case op.IsWrite() || op == wire.OpReadReq:
-			want := AccessRemoteWrite
-			if op == wire.OpReadReq {
-				want = AccessRemoteRead
-			}
 			m.raddr, m.rkey = d.RemoteAddr(), d.RKey()
-			if reg, ok := c.mem.Lookup(d.RKey()); !ok {
-				m.status = StatusRemoteAccess
-			} else if dst, ok := reg.slice(d.RemoteAddr(), d.MsgLen(), want); !ok {
-				m.status = StatusRemoteAccess
-			} else {
+			if dst, ok := c.rmaTarget(d); ok {
 				m.dst = dst
+			} else {
+				m.status = StatusRemoteAccess
 			}
 		case op.IsSend():
 			rs := d.RecvSeq()
@@ -236,33 +293,42 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 				m.dst = b.buf[:d.MsgLen()]
 			}
 		}
-	} else if m.op != d.Opcode() || m.stream != d.Stream() || m.msgLen != d.MsgLen() ||
-		m.streamSeq != d.StreamSeq() {
-		return accConsumed, wire.NackInvalidRequest
-	}
-	if m.complete {
-		return accConsumed, wire.NackInvalidRequest
+		if m.status != StatusOK {
+			m.complete = true
+			c.recvMsgComplete(m)
+			return accRefused, failReason(m.status)
+		}
+	} else {
+		if m.op != d.Opcode() || m.stream != d.Stream() || m.msgLen != d.MsgLen() ||
+			m.streamSeq != d.StreamSeq() {
+			return accRefused, wire.NackInvalidRequest
+		}
+		if m.complete {
+			return accRefused, failReason(m.status)
+		}
+		if m.op.IsWrite() || m.op == wire.OpReadReq {
+			if _, ok := c.rmaTarget(d); !ok || m.raddr != d.RemoteAddr() || m.rkey != d.RKey() {
+				// Deregistered mid-message, or a packet that disagrees
+				// with the first: the message fails from here on.
+				m.status = StatusRemoteAccess
+				m.complete = true
+				c.recvMsgComplete(m)
+				return accRefused, wire.NackRemoteAccess
+			}
+		}
 	}
 	n := uint32(d.PayloadLen())
-	m.got += n
-	res, reason := accOK, wire.NackReason(0)
-	switch m.status {
-	case StatusOK:
-		if n > 0 {
-			copy(m.dst[d.Offset():], d.Payload())
-			c.ep.stats.BytesPlaced += uint64(n)
-			c.stats.BytesPlaced += uint64(n)
-		}
-	case StatusRemoteAccess:
-		res, reason = accConsumed, wire.NackRemoteAccess
-	default:
-		res, reason = accConsumed, wire.NackInvalidRequest
+	if n > 0 {
+		copy(m.dst[d.Offset():], d.Payload())
+		c.ep.stats.BytesPlaced += uint64(n)
+		c.stats.BytesPlaced += uint64(n)
 	}
+	m.got += n
 	if m.got >= m.msgLen || m.op == wire.OpReadReq {
 		m.complete = true
 		c.recvMsgComplete(m)
 	}
-	return res, reason
+	return accOK, 0
 }
 
 func (c *Conn) recvMsgComplete(m *recvMsg) {
@@ -291,14 +357,18 @@ func (c *Conn) deliverRecvStream(stream uint16, m *recvMsg) {
 			st.stalled = false
 			r.stalled--
 		}
-		m.inUse = false
 		m.dst = nil
+		if m.status == StatusOK {
+			m.inUse = false
+		} else {
+			m.delivered = true
+		}
 		st.next++
 		m = nil
 		if st.pending > 0 {
 			for i := range r.msgs {
 				x := &r.msgs[i]
-				if x.inUse && x.complete && x.stream == stream && x.streamSeq == st.next {
+				if x.inUse && x.complete && !x.delivered && x.stream == stream && x.streamSeq == st.next {
 					st.pending--
 					m = x
 					break
@@ -353,7 +423,7 @@ func (r *receiver) retryStalled(c *Conn) {
 		}
 		for i := range r.msgs {
 			x := &r.msgs[i]
-			if x.inUse && x.complete && x.stream == uint16(si) && x.streamSeq == st.next {
+			if x.inUse && x.complete && !x.delivered && x.stream == uint16(si) && x.streamSeq == st.next {
 				c.deliverRecvStream(uint16(si), x)
 				break
 			}

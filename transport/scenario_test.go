@@ -335,3 +335,85 @@ func TestZeroLengthMessages(t *testing.T) {
 		t.Errorf("receiver: %+v", p.cqB)
 	}
 }
+
+// dropNacks drops every other NACK on a link: refused packets must never
+// look delivered when their NACK is lost (§6.3).
+func dropNacks() func(sim.Time, []byte) bool {
+	n := 0
+	return func(_ sim.Time, pkt []byte) bool {
+		p, err := wire.Parse(pkt)
+		if err == nil && p.Class == wire.ClassNack {
+			n++
+			return n%2 == 1
+		}
+		return false
+	}
+}
+
+// TestLostNacksCannotFakeSuccess: with half the NACKs lost, a WRITE with a
+// bad key still fails, an RNR'd SEND still lands only once a buffer is
+// posted, and the connection stays healthy for what follows.
+func TestLostNacksCannotFakeSuccess(t *testing.T) {
+	link := sim.DefaultLink
+	p := newPair(t, transport.Config{}, link, 1<<16)
+	back := sim.DefaultLink
+	back.Drop = dropNacks()
+	p.ba.SetLink(back)
+	p.connect()
+	src := pattern(40000, 6)
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: src, RemoteAddr: regionAddr, RKey: p.key + 1})
+	p.ca.PostSend(&transport.WorkRequest{WRID: 2, Local: src[:3000], Stream: 1})
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpWrite, transport.StatusRemoteAccess) == 1 })
+	p.idle(300 * time.Microsecond)
+	if count(p.cqA, transport.OpWrite, transport.StatusRemoteAccess) != 1 {
+		t.Fatalf("bad-key WRITE: %+v", p.cqA)
+	}
+	if count(p.cqA, transport.OpSend, transport.StatusOK) != 0 {
+		t.Fatal("SEND completed before any receive buffer was posted")
+	}
+	buf := make([]byte, 4096)
+	p.cb.PostRecv(9, buf)
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpSend, transport.StatusOK) == 1 })
+	if count(p.cqB, transport.OpRecv, transport.StatusOK) != 1 || !bytes.Equal(buf[:3000], src[:3000]) {
+		t.Fatalf("SEND not delivered: A %+v B %+v", p.cqA, p.cqB)
+	}
+	for _, b := range p.region {
+		if b != 0 {
+			t.Fatal("the bad-key WRITE wrote")
+		}
+	}
+	good := transport.WorkRequest{WRID: 3, Local: src, RemoteAddr: regionAddr, RKey: p.key}
+	p.ca.PostWrite(&good)
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpWrite, transport.StatusOK) == 1 })
+	if !bytes.Equal(p.region[:len(src)], src) {
+		t.Fatal("the connection did not recover for a good WRITE")
+	}
+	if p.a.EP.Stats().VoidSent == 0 {
+		t.Error("no VOID packets sent for the failed WRITE")
+	}
+}
+
+// TestRejectedMessageDoesNotWedgeStream (§9.5): a large WRITE that fails
+// on its key is followed on the same stream by a SEND that completes at
+// both ends.
+func TestRejectedMessageDoesNotWedgeStream(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	buf := make([]byte, 100)
+	p.cb.PostRecv(1, buf)
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: make([]byte, 2<<20), RemoteAddr: regionAddr, RKey: 999})
+	p.ca.PostSend(&transport.WorkRequest{WRID: 2, Local: []byte("after")})
+	p.kick()
+	p.runUntil(time.Second, func() bool {
+		return count(p.cqA, transport.OpSend, transport.StatusOK) == 1 && count(p.cqB, transport.OpRecv, transport.StatusOK) == 1
+	})
+	if count(p.cqA, transport.OpWrite, transport.StatusRemoteAccess) != 1 || count(p.cqB, transport.OpRecv, transport.StatusOK) != 1 {
+		t.Fatalf("A %+v B %+v", p.cqA, p.cqB)
+	}
+	if sent := p.a.EP.Stats().DataSent; sent > 100 {
+		t.Errorf("%d data packets for a 2 MiB WRITE that failed on its first: the sender kept cutting it", sent)
+	}
+}

@@ -10,7 +10,7 @@ const (
 	psInflight       // transmitted, outcome unknown
 	psLost           // declared lost, queued in retxQ
 	psRNR            // refused with RNR, waiting for rnrAt
-	psAcked          // delivered (or consumed by a NACK that fails its message)
+	psAcked          // delivered, or consumed by a VOID after a failing NACK
 )
 
 // readJobBit marks a packet record's msg index as a read-response job.
@@ -27,6 +27,7 @@ type pktRec struct {
 	path  uint16
 	state uint8
 	tx    uint8 // transmissions so far
+	void  bool  // resend without payload, abandoning the PSN (§6.3)
 }
 
 // sendMsg is an outstanding application message, indexed by MsgID & msgMask.
@@ -50,6 +51,7 @@ type sendMsg struct {
 	segPkts   uint32 // packets segmented so far
 	acked     uint32 // packets acknowledged (or consumed)
 	readGot   uint32 // READ: response bytes placed
+	respDone  bool   // READ: every response byte placed (also for zero bytes)
 	rnrTries  int
 	next      int32 // next message of the same stream, -1 at the end
 }
@@ -74,28 +76,6 @@ type streamQ struct {
 	nextSeq    uint32
 }
 
-// sendPath is the sender's view of one logical path.
-type sendPath struct {
-	entropy      uint16
-	nextSeq      uint32 // next per-path sequence number
-	oldest       uint32 // oldest unresolved sequence number
-	largestAcked uint32
-	haveAcked    bool
-	ring         []txRec
-	mask         uint32
-	inflight     int
-	sent, lost   uint64
-}
-
-// txRec is one transmission on a path.
-type txRec struct {
-	sent Time
-	psn  wire.PSN
-	live bool
-}
-
-func (p *sendPath) full() bool { return int(p.nextSeq-p.oldest) == len(p.ring) }
-
 type sender struct {
 	nextPSN wire.PSN
 	una     wire.PSN // oldest PSN not acked
@@ -118,10 +98,21 @@ type sender struct {
 	segQ  ringU32 // message slots (or readJobBit|job) with packets left to cut
 	retxQ ringU32 // PSNs declared lost, to resend
 
-	paths    []sendPath
-	nextPath int
+	paths      []sendPath
+	nextPath   int      // round-robin cursor for acks
+	active     []uint16 // paths that carry data
+	lastPath   int
+	rng        uint64
+	probesOwed []uint16
+	pathTimer  Time // next run of the path health loop
+	// newestAckedSent is the send time of the newest transmission acked
+	// on any path: the yardstick for overdue paths.
+	newestAckedSent Time
 
 	rtt          rttEstimator
+	reoMult      int // reorder window multiplier, raised by spurious losses
+	reoQuiet     int // losses since the last spurious one (decays reoMult)
+	spurious     uint64
 	rto          Duration
 	rtoDeadline  Time
 	timeouts     int
@@ -132,7 +123,7 @@ type sender struct {
 	mp           int // negotiated payload bytes per packet
 }
 
-func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16) {
+func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16, seed uint64) {
 	n := nextPow2(window)
 	s.window = window
 	s.credit = window
@@ -159,11 +150,18 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16)
 	for i := range s.paths {
 		p := &s.paths[i]
 		p.entropy = entropy()
+		p.plane = uint8(i % cfg.Planes)
 		p.ring = make([]txRec, cfg.PathRing)
 		p.mask = uint32(cfg.PathRing - 1)
 	}
+	s.active = make([]uint16, 0, cfg.Paths)
+	s.probesOwed = make([]uint16, 0, cfg.Paths)
+	s.rebuildActive()
+	s.rng = seed | 1
+	s.lastPath = -1
 	s.rtt.init(cfg)
 	s.rto = cfg.InitialRTO
+	s.reoMult = 1
 }
 
 func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
@@ -220,26 +218,6 @@ func (s *sender) windowOpen() bool {
 		w = s.credit
 	}
 	return int(s.una.Distance(s.nextPSN)) < w
-}
-
-// pickPath returns a path with room, avoiding 'avoid' when another has room
-// (a retransmission should not take the path that just lost it).
-func (s *sender) pickPath(avoid int) int {
-	n := len(s.paths)
-	fallback := -1
-	for i := 0; i < n; i++ {
-		k := (s.nextPath + i) % n
-		if s.paths[k].full() {
-			continue
-		}
-		if k == avoid && n > 1 {
-			fallback = k
-			continue
-		}
-		s.nextPath = (k + 1) % n
-		return k
-	}
-	return fallback
 }
 
 func (s *sender) hasData() bool {
@@ -335,8 +313,17 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	p := &s.paths[pi]
 	seq := p.nextSeq
 	p.nextSeq++
+	if p.ring[seq&p.mask].lost {
+		p.lostMarks-- // overwritten before any SACK could prove it late
+	}
 	p.ring[seq&p.mask] = txRec{sent: now, psn: psn, live: true}
+	if p.inflight == 0 {
+		p.lastProgress = now
+	}
 	p.inflight++
+	if s.pathTimer == 0 && c.healthOn() {
+		s.pathTimer = now + Time(c.pathTimeout(p))
+	}
 	p.sent++
 	r.state = psInflight
 	r.path = uint16(pi)
@@ -354,6 +341,11 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		Offset: r.off, PayloadLen: uint16(r.n), Timestamp: uint64(now),
 	}
 	var payload []byte
+	defer func() {
+		if r.void {
+			c.ep.stats.VoidSent++
+		}
+	}()
 	if r.msg&readJobBit != 0 {
 		j := &s.jobs[r.msg&^readJobBit]
 		h.Opcode = wire.OpReadResp
@@ -375,6 +367,11 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		if m.op != wire.OpReadReq {
 			payload = m.local[r.off : r.off+r.n]
 		}
+	}
+	if r.void {
+		payload = nil
+		h.PayloadLen = 0
+		h.Flags |= wire.FlagVoid
 	}
 	h.Put(buf)
 	copy(buf[wire.DataLen:], payload)

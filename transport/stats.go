@@ -31,6 +31,13 @@ type Stats struct {
 	Timeouts                                  uint64    // RTO expiries
 	SpuriousRetx                              uint64    // retransmissions of data already received
 	RNRWaits                                  uint64
+	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
+	PathsSuspected, PathsRestored             uint64
+	PathsRetired                              uint64 // entropy values replaced (repaths)
+	PathTimeouts, PathsSlow                   uint64
+	ProbesSent, ProbesReceived                uint64
+	SequenceNacks                             uint64 // go-back-N receivers (rocev2 mode)
+	OutOfOrderDropped                         uint64 // dropped by a go-back-N receiver
 	ChallengesSent, ResetsSent, RejectsSent   uint64
 	ReplyRateLimited                          uint64
 	ConnsAccepted, ConnsFailed, ConnsClosed   uint64

@@ -56,11 +56,20 @@ func (d Data) validate(n int) error {
 	if binary.BigEndian.Uint16(d[dRsvd:]) != 0 {
 		return ErrReserved
 	}
+	if d.Flags()&FlagVoid != 0 && pl != 0 {
+		return ErrField // a void packet carries no payload
+	}
 	op := d.Opcode()
 	if !op.HasImm() && d.Imm() != 0 {
 		return ErrField
 	}
 	switch {
+	case op == OpProbe:
+		// A probe speaks for its path only: everything about data is zero.
+		if pl != 0 || d.Flags()&FlagVoid != 0 || d.PSN() != 0 || d.Stream() != 0 || d.MsgID() != 0 ||
+			d.StreamSeq() != 0 || d.Offset() != 0 || d.MsgLen() != 0 || d.RemoteAddr() != 0 || d.RKey() != 0 {
+			return ErrField
+		}
 	case op == OpReadReq:
 		if pl != 0 || d.Offset() != 0 {
 			return ErrField

@@ -82,8 +82,8 @@ func TestDataRoundTrip(t *testing.T) {
 			return nil
 		}},
 		{"one byte at end", func(h *wire.DataHeader, p []byte) []byte {
-			if h.Opcode == wire.OpReadReq {
-				return nil
+			if h.Opcode == wire.OpReadReq || h.Opcode == wire.OpProbe {
+				return nil // no payload allowed
 			}
 			h.Offset = h.MsgLen - 1
 			return p[:1]
@@ -91,6 +91,10 @@ func TestDataRoundTrip(t *testing.T) {
 		{"flags none", func(h *wire.DataHeader, p []byte) []byte { h.Flags = 0; return p }},
 		{"flags all", func(h *wire.DataHeader, p []byte) []byte { h.Flags = wire.FlagAckReq | wire.FlagRetx; return p }},
 		{"max fields", func(h *wire.DataHeader, p []byte) []byte {
+			if h.Opcode == wire.OpProbe { // only the path's fields are free
+				h.DstConn, h.PathID, h.PathSeq, h.Timestamp = ^uint32(0), ^uint16(0), ^uint32(0), ^uint64(0)
+				return p
+			}
 			h.DstConn, h.PSN, h.PathID, h.Stream = ^uint32(0), ^wire.PSN(0), ^uint16(0), ^uint16(0)
 			h.PathSeq, h.MsgID, h.StreamSeq, h.Timestamp = ^uint32(0), ^uint32(0), ^uint32(0), ^uint64(0)
 			h.MsgLen = ^uint32(0)
@@ -155,6 +159,69 @@ func TestDataRoundTrip(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestProbeRoundTrip runs PROBE through every combination of its free
+// fields (DstConn, the ACK_REQ and RETX flags, PathID, PathSeq, Timestamp)
+// at zero, a typical value and all ones: each must parse, read back through
+// the view and Decode, sit at its offset of §4.1, and leave every byte about
+// data zero, the packet 68 bytes long.
+func TestProbeRoundTrip(t *testing.T) {
+	flags := []uint16{0, wire.FlagAckReq, wire.FlagRetx, wire.FlagAckReq | wire.FlagRetx}
+	dsts := []uint32{0, 0x0a0b0c0d, ^uint32(0)}
+	pathIDs := []uint16{0, 0x1234, ^uint16(0)}
+	pathSeqs := []uint32{0, 0x01020304, ^uint32(0)}
+	stamps := []uint64{0, 0x0102030405060708, ^uint64(0)}
+	// Bytes a probe must leave zero: PSN, Stream, MsgID to Reserved,
+	// RemoteAddr, RKey, Imm.
+	zero := [][2]int{{offDataPSN, offDataPathID}, {offDataStream, offDataPathSeq},
+		{offDataMsgID, offDataTimestamp}, {offDataAddr, 64}}
+	n := 0
+	for _, fl := range flags {
+		for _, dst := range dsts {
+			for _, id := range pathIDs {
+				for _, seq := range pathSeqs {
+					for _, ts := range stamps {
+						h := wire.DataHeader{Opcode: wire.OpProbe, Flags: fl, DstConn: dst,
+							PathID: id, PathSeq: seq, Timestamp: ts}
+						name := fmt.Sprintf("flags=%d/dst=%#x/path=%#x/seq=%#x/ts=%#x", fl, dst, id, seq, ts)
+						pkt := wire.AppendData(nil, &h, nil)
+						if len(pkt) != 68 {
+							t.Fatalf("%s: AppendData made %d bytes, want 68", name, len(pkt))
+						}
+						p, err := wire.Parse(pkt)
+						if err != nil {
+							t.Fatalf("%s: Parse: %v", name, err)
+						}
+						if p.Class != wire.ClassData || p.Data().Opcode() != wire.OpProbe || pkt[offOpcode] != 0x07 {
+							t.Fatalf("%s: class %d opcode %s, byte %#x", name, p.Class, p.Data().Opcode(), pkt[offOpcode])
+						}
+						checkData(t, p.Data(), h, nil)
+						if get16(pkt, offFlags) != fl || get32(pkt, offDst) != dst || get16(pkt, offDataPathID) != id ||
+							get32(pkt, offDataPathSeq) != seq || get64(pkt, offDataTimestamp) != ts {
+							t.Fatalf("%s: a free field is not at its offset:\n% x", name, pkt)
+						}
+						for _, z := range zero {
+							if !bytes.Equal(pkt[z[0]:z[1]], make([]byte, z[1]-z[0])) {
+								t.Fatalf("%s: bytes %d..%d not zero: % x", name, z[0], z[1]-1, pkt[z[0]:z[1]])
+							}
+						}
+						frame := bytes.Repeat([]byte{0xa5}, 80)
+						h.Put(frame)
+						frame = frame[:68]
+						wire.Seal(frame)
+						if !bytes.Equal(frame, pkt) {
+							t.Fatalf("%s: Put+Seal into a dirty frame differs from AppendData", name)
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	if n != 4*3*3*3*3 {
+		t.Fatalf("ran %d combinations", n)
 	}
 }
 

@@ -98,13 +98,16 @@ func TestErrOpcode(t *testing.T) {
 // single-bit errors, and a flip in the version or opcode byte is named by
 // the check that runs before the CRC. A flipped opcode may also select a
 // class whose fixed part is longer than the packet (NACK 0x11 -> WRITE
-// 0x01), which is ErrShort, or another class that fits, which is ErrCRC.
+// 0x01), which is ErrShort, or another class that fits, which is ErrCRC:
+// that includes PROBE 0x07 (from SEND 0x03, READ_REQ 0x05, READ_RESP
+// 0x06), whose field rules a packet with payload breaks but which come
+// after the CRC. TestOpcodeFlipsResealed covers the flips with a good CRC.
 func TestErrCRCBitFlips(t *testing.T) {
 	for _, op := range allOps() {
 		pkt := validPacket(op)
 		if op.Class() == wire.ClassData {
 			h, _ := validData(op)
-			if op != wire.OpReadReq {
+			if op != wire.OpReadReq && op != wire.OpProbe { // both have no payload
 				h.Offset = 0
 				pkt = wire.AppendData(nil, &h, pattern(100))
 			}
@@ -144,13 +147,84 @@ func TestErrCRCBitFlips(t *testing.T) {
 	}
 }
 
+// TestOpcodeFlipsResealed flips each bit of the opcode byte of a valid
+// packet of every opcode and seals it again, as a faulty sender would: the
+// CRC no longer stops it, and the packet must be judged by the rules of the
+// opcode it now names. Where that is PROBE 0x07 a data packet is FIELD; a
+// probe turned into SEND, READ_REQ or READ_RESP is a valid empty packet of
+// that opcode. The expected error is the first rule rawRules finds broken
+// (fuzz_test.go); the pinned cases, worked out by hand, check that oracle.
+func TestOpcodeFlipsResealed(t *testing.T) {
+	type flip struct{ from, to wire.Opcode }
+	pinned := map[flip]wire.Error{
+		{wire.OpProbe, wire.OpSend}:        accept, // every field SEND has is zero
+		{wire.OpProbe, wire.OpReadReq}:     accept,
+		{wire.OpProbe, wire.OpReadResp}:    accept,
+		{wire.OpProbe, 0x17}:               wire.ErrOpcode,
+		{wire.OpSend, wire.OpProbe}:        wire.ErrField, // PSN, payload, ...
+		{wire.OpReadReq, wire.OpProbe}:     wire.ErrField, // PSN, RemoteAddr, RKey, ...
+		{wire.OpReadResp, wire.OpProbe}:    wire.ErrField,
+		{wire.OpWrite, wire.OpSend}:        wire.ErrField, // RKey, before the reserved word
+		{wire.OpWriteImm, wire.OpSend}:     wire.ErrField, // Imm
+		{wire.OpSend, wire.OpWrite}:        accept,        // RecvSeq reads as an address
+		{wire.OpWrite, wire.OpNack}:        wire.ErrLength,
+		{wire.OpAck, wire.OpNack}:          wire.ErrLength,
+		{wire.OpNack, wire.OpAck}:          wire.ErrShort,
+		{wire.OpNack, wire.OpWrite}:        wire.ErrShort,
+		{wire.OpChallenge, wire.OpConnect}: wire.ErrField, // DstConn set
+		{wire.OpReject, wire.OpAccept}:     accept,
+		{wire.OpReset, 0x27}:               wire.ErrOpcode,
+		{wire.OpReset, wire.OpReadResp}:    wire.ErrShort,
+	}
+	seen := map[flip]bool{}
+	for _, op := range allOps() {
+		for bit := 0; bit < 8; bit++ {
+			pkt := edit(validPacket(op), func(b []byte) { b[offOpcode] ^= 1 << bit })
+			f := flip{op, wire.Opcode(pkt[offOpcode])}
+			name := fmt.Sprintf("%s -> %s", f.from, f.to)
+			want := accept
+			if broken := rawRules(pkt); len(broken) > 0 {
+				want = broken[0]
+			}
+			if w, ok := pinned[f]; ok {
+				seen[f] = true
+				if w != want {
+					t.Fatalf("%s: rawRules gives %v, worked out by hand %v", name, want, w)
+				}
+			}
+			if want != accept {
+				wantErr(t, pkt, want)
+				continue
+			}
+			p := mustParse(t, pkt)
+			if p.Class != f.to.Class() || p.Prefix().Opcode() != f.to {
+				t.Fatalf("%s: parsed as class %d opcode %s", name, p.Class, p.Prefix().Opcode())
+			}
+		}
+	}
+	for f := range pinned {
+		if !seen[f] {
+			t.Errorf("pinned flip %s -> %s is not a single-bit flip of a tested packet", f.from, f.to)
+		}
+	}
+}
+
 func TestErrReserved(t *testing.T) {
 	var cases []errCase
 	for _, op := range allOps() {
 		for bit := 2; bit < 16; bit++ {
+			want := wire.ErrReserved
+			if bit == 2 && op.Class() == wire.ClassData {
+				// FlagVoid: defined on data packets, without payload
+				// only, and never on a probe, which abandons no PSN.
+				want = wire.ErrField
+				if op != wire.OpProbe && len(validPacket(op)) == wire.DataLen+wire.TrailerLen {
+					want = accept
+				}
+			}
 			cases = append(cases, errCase{fmt.Sprintf("%s/flag bit %d", op, bit),
 				edit(validPacket(op), func(b []byte) { put16(b, offFlags, get16(b, offFlags)|1<<bit) }),
-				wire.ErrReserved})
+				want})
 		}
 		cases = append(cases, errCase{fmt.Sprintf("%s/defined flags", op),
 			edit(validPacket(op), func(b []byte) { put16(b, offFlags, wire.FlagAckReq|wire.FlagRetx) }),
@@ -194,7 +268,7 @@ func TestErrLength(t *testing.T) {
 		cases = append(cases,
 			errCase{fmt.Sprintf("%s/1 trailing byte", op), extend(pkt, 1), wire.ErrLength},
 			errCase{fmt.Sprintf("%s/4 trailing bytes", op), extend(pkt, 4), wire.ErrLength})
-		if op == wire.OpReadReq {
+		if op == wire.OpReadReq || op == wire.OpProbe {
 			continue // no payload and offset 0: the message bound cannot be crossed
 		}
 		h, p := validData(op)
@@ -241,7 +315,7 @@ func TestErrField(t *testing.T) {
 	}
 	for _, op := range dataOps {
 		want := accept
-		if op.IsSend() || op == wire.OpReadResp {
+		if op.IsSend() || op == wire.OpReadResp || op == wire.OpProbe {
 			want = wire.ErrField
 		}
 		cases = append(cases, errCase{fmt.Sprintf("rkey on %s", op),
@@ -259,6 +333,70 @@ func TestErrField(t *testing.T) {
 		errCase{"empty SEND", data(wire.OpSend, func(h *wire.DataHeader, p *[]byte) { *p, h.Offset, h.MsgLen = nil, 0, 0 }), accept},
 	)
 
+	// PROBE: a probe speaks for its path only. Each field about data,
+	// any byte of it, is refused; the path's fields take any value.
+	probe := validPacket(wire.OpProbe)
+	probeBytes := func(b []byte, off, size int, v byte) {
+		for i := off; i < off+size; i++ {
+			b[i] = v
+		}
+	}
+	for _, f := range []struct {
+		name      string
+		off, size int
+	}{
+		{"psn", offDataPSN, 4}, {"stream", offDataStream, 2}, {"msg id", offDataMsgID, 4},
+		{"stream seq", offDataStreamSeq, 4}, {"msg len", offDataMsgLen, 4},
+		// All 8 bytes: 52-55 are RemoteAddr's low half here, not the
+		// reserved word they are for SEND, so FIELD, not RESERVED.
+		{"remote addr", offDataAddr, 8}, {"rkey", offDataRKey, 4}, {"imm", offDataImm, 4},
+	} {
+		for i := f.off; i < f.off+f.size; i++ {
+			for _, v := range []byte{0x01, 0x80} {
+				cases = append(cases, errCase{fmt.Sprintf("PROBE %s byte %d = %#x", f.name, i, v),
+					edit(probe, func(b []byte) { b[i] = v }), wire.ErrField})
+			}
+		}
+	}
+	for i := offDataOffset; i < offDataOffset+4; i++ {
+		// Alone, a nonzero Offset passes MsgLen 0: the message-bound
+		// rule (LENGTH) runs before the PROBE rules. With room in the
+		// message it is FIELD, though MsgLen then is too: no packet
+		// breaks the Offset rule alone.
+		cases = append(cases,
+			errCase{fmt.Sprintf("PROBE offset byte %d", i), edit(probe, func(b []byte) { b[i] = 1 }), wire.ErrLength},
+			errCase{fmt.Sprintf("PROBE offset byte %d within msg len", i),
+				edit(probe, func(b []byte) { b[i] = 1; put32(b, offDataMsgLen, ^uint32(0)) }), wire.ErrField})
+	}
+	for _, f := range []struct {
+		name      string
+		off, size int
+	}{{"dst conn", offDst, 4}, {"path id", offDataPathID, 2}, {"path seq", offDataPathSeq, 4}, {"timestamp", offDataTimestamp, 8}} {
+		cases = append(cases, errCase{fmt.Sprintf("PROBE %s all ones", f.name),
+			edit(probe, func(b []byte) { probeBytes(b, f.off, f.size, 0xff) }), accept})
+	}
+	probeData := func(f func(h *wire.DataHeader, p *[]byte)) []byte { return data(wire.OpProbe, f) }
+	cases = append(cases,
+		errCase{"PROBE as built", probe, accept},
+		errCase{"PROBE flags none", probeData(func(h *wire.DataHeader, _ *[]byte) { h.Flags = 0 }), accept},
+		errCase{"PROBE ACK_REQ|RETX", probeData(func(h *wire.DataHeader, _ *[]byte) { h.Flags = wire.FlagAckReq | wire.FlagRetx }), accept},
+		errCase{"PROBE VOID", probeData(func(h *wire.DataHeader, _ *[]byte) { h.Flags = wire.FlagVoid }), wire.ErrField},
+		errCase{"PROBE void-packet flags", probeData(func(h *wire.DataHeader, _ *[]byte) {
+			h.Flags = wire.FlagAckReq | wire.FlagRetx | wire.FlagVoid
+		}), wire.ErrField},
+		// Payload: past MsgLen 0 it is LENGTH (rule 2 first); with the
+		// message long enough it is FIELD.
+		errCase{"PROBE 1 B payload", probeData(func(h *wire.DataHeader, p *[]byte) { *p = pattern(1) }), wire.ErrLength},
+		errCase{"PROBE 1 B payload in msg", probeData(func(h *wire.DataHeader, p *[]byte) { *p, h.MsgLen = pattern(1), 1 }), wire.ErrField},
+		errCase{"PROBE 1400 B payload in msg", probeData(func(h *wire.DataHeader, p *[]byte) { *p, h.MsgLen = pattern(1400), 1400 }), wire.ErrField},
+		errCase{"PROBE void with payload", probeData(func(h *wire.DataHeader, p *[]byte) {
+			*p, h.MsgLen, h.Flags = pattern(1), 1, wire.FlagVoid
+		}), wire.ErrField},
+		// RecvSeq is a SEND field: the encoder does not write it for a
+		// probe, so it cannot make one invalid.
+		errCase{"PROBE recv seq dropped", probeData(func(h *wire.DataHeader, _ *[]byte) { h.RecvSeq = ^uint32(0) }), accept},
+	)
+
 	ack := validPacket(wire.OpAck)
 	cases = append(cases,
 		errCase{"sack bit 0 clear", edit(ack, func(b []byte) { b[offAckSack] &^= 1 }), wire.ErrField},
@@ -268,13 +406,13 @@ func TestErrField(t *testing.T) {
 	)
 
 	nack := validPacket(wire.OpNack)
-	for _, r := range []byte{0, 6, 7, 0x80, 0xff} {
+	for _, r := range []byte{0, 7, 8, 0x80, 0xff} {
 		cases = append(cases, errCase{fmt.Sprintf("nack reason %d", r),
 			edit(nack, func(b []byte) { b[offNackReason] = r }), wire.ErrField})
 	}
-	for _, r := range []wire.NackReason{1, 2, 3, 4} { // 5: see TestNackUnsupportedVersionParses
+	for _, r := range []byte{1, 2, 3, 4, 5, 6} { // REMOTE_ACCESS .. SEQUENCE
 		cases = append(cases, errCase{fmt.Sprintf("nack reason %d", r),
-			edit(nack, func(b []byte) { b[offNackReason] = byte(r) }), accept})
+			edit(nack, func(b []byte) { b[offNackReason] = r }), accept})
 	}
 
 	conn := func(op wire.Opcode, f func(b []byte)) []byte { return edit(validPacket(op), f) }

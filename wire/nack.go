@@ -13,8 +13,9 @@ const (
 	// was not accepted; the sender retries after the hinted delay.
 	NackRNR NackReason = 2
 	// NackInvalidRequest: the request is well formed but cannot be
-	// served (a SEND longer than the posted buffer, a READ longer than
-	// the responder allows). The message fails.
+	// served (a SEND longer than the posted buffer, a packet of a message
+	// that already took effect, a READ response nobody asked for). The
+	// message fails.
 	NackInvalidRequest NackReason = 3
 	// NackOutOfWindow: the PSN lies beyond the receive window. The packet
 	// was not accepted; the sender resends it when the window opens.
@@ -22,7 +23,11 @@ const (
 	// NackUnsupportedVersion: the receiver does not speak the packet's
 	// version; Info holds the highest version it does.
 	NackUnsupportedVersion NackReason = 5
-	numNackReasons                    = NackUnsupportedVersion + 1
+	// NackSequence: a go-back-N receiver (the rocev2 baseline mode, §8.8)
+	// got a packet past a gap and dropped it; CumPSN says where to resume.
+	// Sent once per gap. Not accepted.
+	NackSequence   NackReason = 6
+	numNackReasons            = NackSequence + 1
 )
 
 func (r NackReason) String() string {
@@ -37,6 +42,8 @@ func (r NackReason) String() string {
 		return "OUT_OF_WINDOW"
 	case NackUnsupportedVersion:
 		return "UNSUPPORTED_VERSION"
+	case NackSequence:
+		return "SEQUENCE"
 	}
 	return "NACK_" + hex8(uint8(r))
 }

@@ -25,6 +25,7 @@ const (
 	OpSendImm       Opcode = 0x04
 	OpReadReq       Opcode = 0x05
 	OpReadResp      Opcode = 0x06
+	OpProbe         Opcode = 0x07
 	OpAck           Opcode = 0x10
 	OpNack          Opcode = 0x11
 	OpConnect       Opcode = 0x20
@@ -38,7 +39,7 @@ const (
 
 var opNames = [...]string{
 	OpWrite: "WRITE", OpWriteImm: "WRITE_IMM", OpSend: "SEND", OpSendImm: "SEND_IMM",
-	OpReadReq: "READ_REQ", OpReadResp: "READ_RESP", OpAck: "ACK", OpNack: "NACK",
+	OpReadReq: "READ_REQ", OpReadResp: "READ_RESP", OpProbe: "PROBE", OpAck: "ACK", OpNack: "NACK",
 	OpConnect: "CONNECT", OpChallenge: "CHALLENGE", OpAccept: "ACCEPT", OpReject: "REJECT",
 	OpDisconnect: "DISCONNECT", OpDisconnectAck: "DISCONNECT_ACK", OpReset: "RESET",
 }
@@ -69,7 +70,7 @@ const (
 // Class returns the header layout of o, or ClassInvalid.
 func (o Opcode) Class() Class {
 	switch {
-	case o >= OpWrite && o <= OpReadResp:
+	case o >= OpWrite && o <= OpProbe:
 		return ClassData
 	case o == OpAck:
 		return ClassAck
@@ -96,10 +97,17 @@ const (
 	// coalescing: set on the last packet of a message, on retransmissions
 	// and on probes, where a delayed ack costs a round trip.
 	FlagAckReq uint16 = 1 << 0
-	// FlagRetx marks a retransmission. Informative: receivers count it.
+	// FlagRetx marks a retransmission. Informative: a receiver may count
+	// it; nothing depends on it.
 	FlagRetx uint16 = 1 << 1
+	// FlagVoid marks a data packet that abandons its PSN (§6.3): the
+	// sender got a REMOTE_ACCESS or INVALID_REQUEST NACK for it and sends
+	// it once more, without payload, so the receiver consumes the PSN
+	// without effect. NACKs never consume a PSN themselves, so a lost NACK
+	// cannot make a failed message look delivered.
+	FlagVoid uint16 = 1 << 2
 	// flagsDefined is every flag v1 knows; the others must be zero.
-	flagsDefined = FlagAckReq | FlagRetx
+	flagsDefined = FlagAckReq | FlagRetx | FlagVoid
 )
 
 // Sizes of the fixed parts (§3.4, §4.1, §5.1, §6.1, §7.1).
@@ -210,6 +218,9 @@ func Parse(pkt []byte) (Packet, error) {
 	}
 	if Prefix(pkt).Flags()&^flagsDefined != 0 {
 		return Packet{}, ErrReserved
+	}
+	if cls != ClassData && Prefix(pkt).Flags()&FlagVoid != 0 {
+		return Packet{}, ErrReserved // the flag is reserved outside data packets
 	}
 	var err error
 	switch cls {

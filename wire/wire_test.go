@@ -20,6 +20,7 @@ func TestOpcodeTable(t *testing.T) {
 		{wire.OpSendImm, "SEND_IMM", wire.ClassData, true, false, true},
 		{wire.OpReadReq, "READ_REQ", wire.ClassData, false, false, false},
 		{wire.OpReadResp, "READ_RESP", wire.ClassData, false, false, false},
+		{wire.OpProbe, "PROBE", wire.ClassData, false, false, false},
 		{wire.OpAck, "ACK", wire.ClassAck, false, false, false},
 		{wire.OpNack, "NACK", wire.ClassNack, false, false, false},
 		{wire.OpConnect, "CONNECT", wire.ClassConn, false, false, false},
@@ -67,7 +68,15 @@ func TestOpcodeTable(t *testing.T) {
 	for _, tt := range []struct {
 		op   wire.Opcode
 		want string
-	}{{0x00, "OPCODE_00"}, {0x07, "OPCODE_07"}, {0x1f, "OPCODE_1f"}, {0x27, "OPCODE_27"}, {0xff, "OPCODE_ff"}} {
+	}{
+		// The values of §3.2, written out: the constants above could
+		// agree with a wrong table.
+		{0x01, "WRITE"}, {0x06, "READ_RESP"}, {0x07, "PROBE"}, {0x10, "ACK"}, {0x11, "NACK"},
+		{0x20, "CONNECT"}, {0x26, "RESET"},
+		// Undefined values, next to the defined ones.
+		{0x00, "OPCODE_00"}, {0x08, "OPCODE_08"}, {0x0f, "OPCODE_0f"}, {0x12, "OPCODE_12"},
+		{0x1f, "OPCODE_1f"}, {0x27, "OPCODE_27"}, {0xff, "OPCODE_ff"},
+	} {
 		if got := tt.op.String(); got != tt.want {
 			t.Errorf("Opcode(%#x).String() = %q, want %q", uint8(tt.op), got, tt.want)
 		}
@@ -119,7 +128,17 @@ func TestNackReasonString(t *testing.T) {
 	want := map[wire.NackReason]string{
 		0: "NACK_00", wire.NackRemoteAccess: "REMOTE_ACCESS", wire.NackRNR: "RNR",
 		wire.NackInvalidRequest: "INVALID_REQUEST", wire.NackOutOfWindow: "OUT_OF_WINDOW",
-		wire.NackUnsupportedVersion: "UNSUPPORTED_VERSION", 6: "NACK_06", 0xab: "NACK_ab",
+		wire.NackUnsupportedVersion: "UNSUPPORTED_VERSION", wire.NackSequence: "SEQUENCE",
+		7: "NACK_07", 0xab: "NACK_ab",
+	}
+	if len(want) != len(nackReasons)+3 {
+		t.Fatalf("table names %d reasons, nackReasons has %d", len(want)-3, len(nackReasons))
+	}
+	// The values of §6.2, written out.
+	for i, r := range nackReasons {
+		if int(r) != i+1 {
+			t.Errorf("%s = %d, want %d", r, r, i+1)
+		}
 	}
 	for r, s := range want {
 		if got := r.String(); got != s {
@@ -227,6 +246,7 @@ func TestNoAllocs(t *testing.T) {
 	ack := validPacket(wire.OpAck)
 	nack := validPacket(wire.OpNack)
 	conn := validPacket(wire.OpConnect)
+	probe := validPacket(wire.OpProbe)
 	buf := make([]byte, len(data))
 	copy(buf[64:], payload)
 	ah, nh, ch := validAck(), validNack(wire.NackRNR), validConn(wire.OpAccept)
@@ -250,6 +270,10 @@ func TestNoAllocs(t *testing.T) {
 			if a.Received(3) {
 				sink++
 			}
+		},
+		"Parse probe": func() {
+			p, _ := wire.Parse(probe)
+			sink += uint64(p.Data().PathSeq())
 		},
 		"Parse nack":    func() { p, _ := wire.Parse(nack); sink += uint64(p.Nack().Reason()) },
 		"Parse conn":    func() { p, _ := wire.Parse(conn); sink += uint64(len(p.Conn().Cookie())) },

@@ -15,7 +15,15 @@ import (
 func runSim(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	var (
-		scenario    = fs.String("scenario", "lossy", "scenario: lossy")
+		scenario    = fs.String("scenario", "lossy", "scenario: lossy, failover or degraded")
+		tmode       = fs.String("transport", "metaroce", "transport mode: metaroce or rocev2 (the one-path, go-back-N baseline)")
+		fail        = fs.Int("fail", 2, "failover: paths blackholed at -fail-at-us")
+		failAt      = fs.Float64("fail-at-us", 2000, "failover/degraded: when the fault happens, microseconds")
+		failPlane   = fs.Int("fail-plane", -1, "failover with -planes > 1: blackhole every path of this plane")
+		planes      = fs.Int("planes", 1, "fabric planes the paths are split over")
+		slowFactor  = fs.Float64("slow-factor", 4, "degraded: the slowed path's rate is divided and its delay multiplied by this")
+		pathLoss    = fs.Float64("path-loss", 0, "degraded: loss probability on the degraded path")
+		conns       = fs.Int("conns", 4, "failover/degraded: connections from A to B")
 		op          = fs.String("op", "write", "operation: write, read or send")
 		messages    = fs.Int("messages", 2000, "messages to run")
 		size        = fs.Int("size", 65536, "bytes per message")
@@ -30,15 +38,26 @@ func runSim(args []string, out io.Writer) error {
 		rate        = fs.Float64("rate-gbps", 100, "link rate, Gb/s")
 		delayUs     = fs.Float64("delay-us", 2, "one-way propagation delay, microseconds")
 		mtu         = fs.Int("mtu", 1500, "IP MTU")
-		paths       = fs.Int("paths", 0, "logical paths per connection (0: default)")
+		paths       = fs.Int("paths", 0, "lossy: logical paths per connection (0: default); failover/degraded: fabric paths (default 8)")
 		limit       = fs.Duration("limit", 60*time.Second, "virtual-time limit")
 		asJSON      = fs.Bool("json", false, "print one JSON object")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *scenario != "lossy" {
-		return fmt.Errorf("sim: unknown scenario %q (available: lossy)", *scenario)
+	switch *scenario {
+	case "lossy":
+	case "failover", "degraded":
+		return runMultipath(out, *asJSON, sim.MultipathConfig{Scenario: *scenario, Paths: orDefault(*paths, 8),
+			Planes: *planes, Fail: *fail, FailPlane: *failPlane, FailAt: time.Duration(*failAt * 1e3),
+			SlowFactor: *slowFactor, PathLoss: *pathLoss, Conns: *conns, Messages: *messages, Size: *size,
+			Seed: *seed, NICBps: *rate * 1e9, Delay: time.Duration(*delayUs * 1e3), Limit: *limit,
+			Transport: transport.Config{MTU: *mtu, Mode: transport.Mode(*tmode)}})
+	default:
+		return fmt.Errorf("sim: unknown scenario %q (available: lossy, failover, degraded)", *scenario)
+	}
+	if *tmode != "metaroce" {
+		return fmt.Errorf("sim: -transport %s applies to the failover and degraded scenarios", *tmode)
 	}
 	for name, p := range map[string]float64{"loss": *loss, "reorder": *reorder, "dup": *dup, "corrupt": *corrupt} {
 		if p < 0 || p >= 1 {
@@ -88,4 +107,43 @@ func printReport(w io.Writer, r *sim.Result) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "error      %s\n", r.Error)
 	}
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func runMultipath(out io.Writer, asJSON bool, cfg sim.MultipathConfig) error {
+	res, err := sim.RunMultipath(cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(out).Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printReport(out, &res.Result)
+		fmt.Fprintf(out, "paths      %d fabric paths, %d failed; %d retired (repaths %d), %d path timeouts, %d probes\n",
+			res.Paths, res.PathsFailed, res.PathsRetired, res.Repaths, res.PathTimeouts, res.ProbesSent)
+		fmt.Fprintf(out, "fault      goodput %.1f Gb/s before, %.1f after; recovered %v in %.0f us; longest connection stall %.0f us\n",
+			res.GoodputBeforeGbps, res.GoodputAfterGbps, res.Recovered, res.RecoveryUs, res.ConnStallUs)
+		fmt.Fprintf(out, "spray      coefficient of variation %.3f over healthy paths\n", res.SprayCV)
+		for _, p := range res.PerPath {
+			mark := ""
+			if p.Failed {
+				mark = " (failed)"
+			} else if p.Slow {
+				mark = " (degraded)"
+			}
+			fmt.Fprintf(out, "  path %2d plane %d: %8d packets%s\n", p.Path, p.Plane, p.Packets, mark)
+		}
+	}
+	if res.Error != "" {
+		return errors.New(res.Error)
+	}
+	return nil
 }

@@ -138,7 +138,8 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 			pool.Put(d.Addr)
 			continue
 		}
-		batch[k] = dataplane.RxPacket{Payload: l.f.Payload, From: l.f.Src, CE: l.f.ECN == 3, Handle: d.Addr}
+		batch[k] = dataplane.RxPacket{Payload: l.f.Payload, From: l.f.Src, CE: l.f.ECN == 3,
+			SrcPort: l.f.SrcPort, Handle: d.Addr}
 		k++
 	}
 	l.Stats.RxFrames += uint64(k)

@@ -1,0 +1,488 @@
+package transport
+
+import (
+	"github.com/metaroce/metaroce/wire"
+)
+
+// Logical paths (docs/spec.md §8.7, informative: all of this is sender
+// local, a receiver only echoes path ids).
+//
+// A connection owns Paths logical paths. A path is an entropy value (the
+// UDP source port its packets carry, which the fabric's ECMP hash maps to
+// a route the sender never learns) and what the sender has measured on
+// it: packets in flight, smoothed and minimum RTT from the timestamps its
+// acks echo, the fraction of its packets that came back CE-marked, its
+// recent loss rate, when it was last acked.
+//
+// Spraying: each packet goes on the cheaper of two paths drawn at random
+// from the active ones, excluding the path the previous packet took
+// ("power of two choices"). The cost of a path is
+//
+//	(in flight + 1) x RTT x (1 + 4 x mark fraction + 32 x loss rate)
+//
+// so a path that queues (RTT up), marks or loses gets less traffic before
+// anything fails, and consecutive packets of a message spread out. The
+// weights: a 25% marked fraction doubles a path's price, and so does 3%
+// loss, the point where resending starts to cost more than the path gives;
+// uniform random loss raises every path alike and moves nothing. Two
+// random candidates balance about as well as scanning all K paths (the
+// maximum load is within log log K of the mean) at O(1) per packet, which
+// matters at K = 256.
+//
+// Health: a path becomes suspect after SuspectLosses losses in a row,
+// when it has data outstanding and no ack for PathTimeoutRTTs of its RTT
+// (its outstanding packets are then resent on other paths at once), or
+// when its RTT stays above SlowFactor times the median of the active
+// paths. A suspect path carries no data; it is probed (a PROBE packet,
+// acked at once) every probe interval. RestoreProbes answered probes in a
+// row restore it; ProbeCount unanswered ones retire it, and a fresh
+// entropy value replaces it, which enters as suspect too, so no data
+// rides an entropy value before a probe went through. A plane whose
+// paths all fail stops carrying data and is only probed, with the probe
+// interval doubling up to MaxProbeInterval, so a dead plane costs probes,
+// not data. (Precisely: after ProbeCount probes without RestoreProbes
+// answered in a row, the path is retired; a path suspected twice for
+// slowness is retired at once, since it answers probes but stays slow.)
+const (
+	pathActive uint8 = iota
+	pathSuspect
+)
+
+// PathState is a path's health, as reported by Conn.Paths.
+type PathState uint8
+
+const (
+	PathActive PathState = iota
+	PathSuspect
+)
+
+func (s PathState) String() string { return [...]string{"active", "suspect"}[s] }
+
+// sendPath is the sender's view of one logical path.
+type sendPath struct {
+	entropy      uint16
+	plane        uint8
+	state        uint8
+	nextSeq      uint32 // next per-path sequence number
+	oldest       uint32 // oldest unresolved sequence number
+	largestAcked uint32
+	haveAcked    bool
+	ring         []txRec
+	mask         uint32
+	inflight     int
+
+	srtt, minRTT Duration
+	markFrac     float64 // EWMA of the CE-marked fraction of acked packets
+	lossRate     float64 // EWMA of losses among resolved transmissions
+	lossRun      int     // losses since the last acked transmission
+	lastProgress Time    // last ack, or when inflight went from 0 to 1
+
+	// Probing, while suspect.
+	probeAt       Time // next probe due
+	probeInterval Duration
+	probesSent    int
+	probesOK      int // answered in a row
+	retirements   int // in a row, without a restore (backs off probing)
+	slowStrikes   int // times suspected for slowness since the last repath
+
+	sent, acked, lost, marked uint64
+	repaths                   uint64
+	lostMarks                 int // ring entries with lost set
+}
+
+// PathInfo is a snapshot of one path for telemetry.
+type PathInfo struct {
+	ID       int
+	Entropy  uint16
+	Plane    int
+	State    PathState
+	InFlight int
+	SRTT     Duration
+	MinRTT   Duration
+	MarkFrac float64
+	LossRate float64
+	Sent     uint64
+	Acked    uint64
+	Lost     uint64
+	Marked   uint64
+	Repaths  uint64
+}
+
+// Paths appends a snapshot of c's paths to dst (call on the owner).
+func (c *Conn) Paths(dst []PathInfo) []PathInfo {
+	for i := range c.snd.paths {
+		p := &c.snd.paths[i]
+		dst = append(dst, PathInfo{ID: i, Entropy: p.entropy, Plane: int(p.plane),
+			State: PathState(p.state), InFlight: p.inflight, SRTT: p.srtt, MinRTT: p.minRTT,
+			MarkFrac: p.markFrac, LossRate: p.lossRate, Sent: p.sent, Acked: p.acked,
+			Lost: p.lost, Marked: p.marked, Repaths: p.repaths})
+	}
+	return dst
+}
+
+func (p *sendPath) full() bool { return int(p.nextSeq-p.oldest) == len(p.ring) }
+
+// cost is the scheduler's price of one more packet on p.
+func (p *sendPath) cost(fallback Duration) float64 {
+	rtt := p.srtt
+	if rtt == 0 {
+		rtt = fallback
+	}
+	if rtt == 0 {
+		rtt = 1
+	}
+	return float64(p.inflight+1) * float64(rtt) * (1 + 4*p.markFrac + 32*p.lossRate)
+}
+
+// rand returns the sender's next pseudo-random number (xorshift64*).
+func (s *sender) rand() uint64 {
+	s.rng ^= s.rng >> 12
+	s.rng ^= s.rng << 25
+	s.rng ^= s.rng >> 27
+	return s.rng * 2685821657736338717
+}
+
+// pickPath chooses the path for the next packet, avoiding avoid (the path
+// that lost a retransmitted packet) and the previous packet's path when
+// another candidate has room. It returns -1 when no path has room.
+func (s *sender) pickPath(avoid int) int {
+	n := len(s.active)
+	if n == 0 {
+		return s.pickAny(avoid)
+	}
+	best, cands := -1, 0
+	bestCost := 0.0
+	for try := 0; try < 8 && cands < 2; try++ {
+		k := int(s.active[int(s.rand()%uint64(n))])
+		if (n > 1 && k == avoid) || (n > 2 && k == s.lastPath) || k == best {
+			continue
+		}
+		p := &s.paths[k]
+		if p.full() {
+			continue
+		}
+		cands++
+		if c := p.cost(s.rtt.srtt); best < 0 || c < bestCost {
+			best, bestCost = k, c
+		}
+	}
+	if best < 0 {
+		// The random draws found no room: scan once, from a random
+		// start so the scan does not favour low path ids.
+		off := int(s.rand() % uint64(n))
+		for pass := 0; pass < 2 && best < 0; pass++ {
+			for i := 0; i < n; i++ {
+				k := int(s.active[(off+i)%n])
+				if !s.paths[k].full() && (k != avoid || pass == 1) {
+					best = k
+					break
+				}
+			}
+		}
+		if best < 0 {
+			// Every active path is full: wait for acks rather than put
+			// data on a suspect path.
+			return -1
+		}
+	}
+	s.lastPath = best
+	return best
+}
+
+// pickAny is the fallback when no path is active: rather than stall, use
+// the suspect path with the fewest losses in a row.
+func (s *sender) pickAny(avoid int) int {
+	best := -1
+	for i := range s.paths {
+		p := &s.paths[i]
+		if p.full() || (i == avoid && len(s.paths) > 1) {
+			continue
+		}
+		if best < 0 || p.lossRun < s.paths[best].lossRun {
+			best = i
+		}
+	}
+	if best < 0 && avoid >= 0 && !s.paths[avoid].full() {
+		best = avoid
+	}
+	if best >= 0 {
+		s.lastPath = best
+	}
+	return best
+}
+
+// rebuildActive refreshes the list of active paths after a state change.
+func (s *sender) rebuildActive() {
+	s.active = s.active[:0]
+	for i := range s.paths {
+		if s.paths[i].state == pathActive {
+			s.active = append(s.active, uint16(i))
+		}
+	}
+}
+
+// healthOn reports whether paths are judged at all: with one path there is
+// nowhere else to go, and the rocev2 baseline never repaths.
+func (c *Conn) healthOn() bool {
+	return len(c.snd.paths) > 1 && c.ep.cfg.Mode != ModeRoCEv2
+}
+
+// pathAcked records an acknowledged transmission on p.
+func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
+	p.acked++
+	p.lossRun = 0
+	p.lossRate -= p.lossRate / 16
+	p.lastProgress = now
+	if p.state == pathSuspect && probe {
+		p.probesOK++
+		if p.probesOK >= c.ep.cfg.RestoreProbes {
+			c.restorePath(p)
+		}
+	}
+}
+
+// pathLost records a lost transmission on p.
+func (c *Conn) pathLost(p *sendPath, now Time, probe bool) {
+	p.lost++
+	p.lossRun++
+	p.lossRate += (1 - p.lossRate) / 16
+	if probe {
+		p.probesOK = 0
+		return
+	}
+	if c.healthOn() && p.state == pathActive && p.lossRun >= c.ep.cfg.SuspectLosses {
+		c.suspectPath(p, now)
+	}
+}
+
+// pathRTT records an RTT sample and the CE marks of an ack for p.
+func (p *sendPath) sample(rtt Duration, acked, ce int) {
+	if rtt > 0 {
+		if p.srtt == 0 {
+			p.srtt, p.minRTT = rtt, rtt
+		} else {
+			p.srtt += (rtt - p.srtt) / 8
+			p.minRTT = min(p.minRTT, rtt)
+		}
+	}
+	if acked > 0 {
+		f := min(1, float64(ce)/float64(acked))
+		p.markFrac += (f - p.markFrac) / 8
+		p.marked += uint64(ce)
+	}
+}
+
+func (c *Conn) suspectPath(p *sendPath, now Time) {
+	if p.state == pathSuspect {
+		return
+	}
+	p.state = pathSuspect
+	p.probesSent, p.probesOK = 0, 0
+	if p.probeInterval == 0 {
+		p.probeInterval = c.probeInterval()
+	}
+	p.probeAt = now
+	c.snd.rebuildActive()
+	c.ep.stats.PathsSuspected++
+}
+
+func (c *Conn) restorePath(p *sendPath) {
+	p.state = pathActive
+	p.lossRun, p.lossRate, p.retirements = 0, 0, 0
+	p.probeInterval = 0
+	c.snd.rebuildActive()
+	c.ep.stats.PathsRestored++
+}
+
+// retirePath gives p a fresh entropy value; it stays suspect until probes
+// answer on the new route.
+func (c *Conn) retirePath(p *sendPath, now Time) {
+	c.ep.stats.PathsRetired++
+	p.repaths++
+	p.retirements++
+	p.slowStrikes = 0
+	p.entropy = c.ep.entropy()
+	// Answers to probes sent on the old entropy must not vouch for the
+	// new one.
+	for seq := p.oldest; seq != p.nextSeq; seq++ {
+		if t := &p.ring[seq&p.mask]; t.live && t.probe {
+			t.live = false
+			p.inflight--
+		}
+	}
+	c.advanceOldest(p)
+	p.srtt, p.markFrac, p.lossRate, p.lossRun = 0, 0, 0, 0
+	p.probesSent, p.probesOK = 0, 0
+	// Back off when fresh entropy keeps failing: the whole plane may be
+	// down, and then probing it is all we should spend on it.
+	if p.retirements > 1 {
+		p.probeInterval = min(2*p.probeInterval, c.ep.cfg.MaxProbeInterval)
+	}
+	p.probeAt = now + Time(p.probeInterval)
+}
+
+func (c *Conn) probeInterval() Duration {
+	return max(2*c.snd.rtt.srtt, c.ep.cfg.MinProbeInterval)
+}
+
+// pathTimedOut reports whether p's oldest outstanding transmission is
+// overdue. Not an absolute timeout: queueing raises every path's RTT
+// together and would trip one; instead a path is overdue when the newest
+// transmission acked on any path was sent PathTimeoutRTTs of p's RTT
+// after p's oldest outstanding one, and p has been silent for at least
+// MinPathTimeout. When no path is acked at all, the RTO acts instead.
+func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
+	if now-p.lastProgress < Time(c.ep.cfg.MinPathTimeout) || p.oldest == p.nextSeq {
+		return false
+	}
+	t := &p.ring[p.oldest&p.mask]
+	if !t.live {
+		return false
+	}
+	return c.snd.newestAckedSent-t.sent >= Time(c.pathTimeout(p))
+}
+
+// pathTimeout is how long p may hold data without an ack.
+func (c *Conn) pathTimeout(p *sendPath) Duration {
+	rtt := p.srtt
+	if rtt == 0 {
+		rtt = c.snd.rtt.srtt
+	}
+	return max(Duration(c.ep.cfg.PathTimeoutRTTs*float64(rtt))+c.ep.cfg.AckDelay, c.ep.cfg.MinPathTimeout)
+}
+
+// pathTick runs the slow loop of path health: path timeouts, slow paths,
+// probes and retirements. It returns when it next wants to run.
+func (c *Conn) pathTick(now Time) Time {
+	s := &c.snd
+	cfg := &c.ep.cfg
+	next := Time(0)
+	soon := func(t Time) {
+		if next == 0 || t < next {
+			next = t
+		}
+	}
+	if !c.healthOn() {
+		return 0
+	}
+	// Median RTT of the active paths, for the slow test.
+	var med Duration
+	if cfg.SlowFactor > 0 && len(s.active) >= 3 {
+		var buf [256]Duration
+		n := 0
+		for _, k := range s.active {
+			if r := s.paths[k].srtt; r > 0 && n < len(buf) {
+				buf[n] = r
+				n++
+			}
+		}
+		if n >= 3 {
+			med = median(buf[:n])
+		}
+	}
+	for i := range s.paths {
+		p := &s.paths[i]
+		switch p.state {
+		case pathActive:
+			if p.inflight > 0 {
+				if c.pathTimedOut(p, now) {
+					// Packets sent well after this path's oldest
+					// outstanding one have come back on other paths, and
+					// nothing on this one: it is gone for now.
+					c.ep.stats.PathTimeouts++
+					c.loseAllOnPath(now, i)
+					c.suspectPath(p, now)
+				} else {
+					soon(now + Time(c.pathTimeout(p)/4))
+				}
+			}
+			if med > 0 && p.state == pathActive && p.srtt > Duration(cfg.SlowFactor*float64(med)) {
+				c.ep.stats.PathsSlow++
+				p.slowStrikes++
+				c.suspectPath(p, now)
+				if p.slowStrikes >= 2 {
+					// It answers probes but stays slow: the route is
+					// bad, not broken. Try another.
+					c.retirePath(p, now)
+				}
+			}
+		}
+		if p.state == pathSuspect {
+			if now >= p.probeAt {
+				if p.probesSent >= cfg.ProbeCount && p.probesOK < cfg.RestoreProbes {
+					c.retirePath(p, now)
+				} else {
+					s.probesOwed = append(s.probesOwed, uint16(i))
+					p.probesSent++
+					p.probeAt = now + Time(p.probeInterval)
+				}
+			}
+			soon(p.probeAt)
+		}
+	}
+	if next == 0 && len(s.active) > 0 && s.inflight > 0 {
+		soon(now + Time(c.pathTimeout(&s.paths[s.active[0]])))
+	}
+	return next
+}
+
+func median(v []Duration) Duration {
+	// insertion sort: at most 256 values, on the slow loop only
+	for i := 1; i < len(v); i++ {
+		for j := i; j > 0 && v[j] < v[j-1]; j-- {
+			v[j], v[j-1] = v[j-1], v[j]
+		}
+	}
+	return v[len(v)/2]
+}
+
+// loseAllOnPath declares every unresolved transmission of path pi lost.
+func (c *Conn) loseAllOnPath(now Time, pi int) {
+	p := &c.snd.paths[pi]
+	for seq := p.oldest; seq != p.nextSeq; seq++ {
+		if p.ring[seq&p.mask].live {
+			c.loseTransmission(now, pi, seq)
+		}
+	}
+	c.advanceOldest(p)
+}
+
+// buildProbe writes a PROBE for a suspect path, if one is owed.
+func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
+	s := &c.snd
+	for len(s.probesOwed) > 0 {
+		pi := int(s.probesOwed[0])
+		s.probesOwed = s.probesOwed[1:]
+		p := &s.paths[pi]
+		if p.state != pathSuspect || p.full() {
+			continue
+		}
+		seq := p.nextSeq
+		p.nextSeq++
+		if p.ring[seq&p.mask].lost {
+			p.lostMarks--
+		}
+		p.ring[seq&p.mask] = txRec{sent: now, live: true, probe: true}
+		p.inflight++
+		p.sent++
+		h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
+			PathID: uint16(pi), PathSeq: seq, Timestamp: uint64(now)}
+		h.Put(buf)
+		wire.Seal(buf[:wire.DataLen+wire.TrailerLen])
+		c.ep.stats.ProbesSent++
+		return wire.DataLen + wire.TrailerLen, pi
+	}
+	s.probesOwed = s.probesOwed[:0]
+	return 0, 0
+}
+
+// txRec is one transmission on a path.
+type txRec struct {
+	sent  Time
+	psn   wire.PSN
+	live  bool
+	probe bool // a PROBE, not data: resolves only the path's health
+	// declared lost; a later SACK of it means the loss was spurious
+	// (it was only late), which widens the reorder window
+	lost bool
+}

@@ -1,0 +1,85 @@
+package transport
+
+import (
+	"fmt"
+	"testing"
+)
+
+func testSender(tb testing.TB, k int) *sender {
+	cfg := Config{Paths: k}
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	var s sender
+	port := uint16(50000)
+	s.init(&cfg, 512, 256, func() uint16 { port++; return port }, 12345)
+	return &s
+}
+
+// TestPickPathRules: with active paths, pickPath never picks a suspect
+// one, avoids the path it is told to, and does not repeat the previous
+// packet's path.
+func TestPickPathRules(t *testing.T) {
+	s := testSender(t, 16)
+	for i := 0; i < 16; i += 3 {
+		s.paths[i].state = pathSuspect
+	}
+	s.rebuildActive()
+	prev := -1
+	for i := 0; i < 10000; i++ {
+		k := s.pickPath(5)
+		if k < 0 || s.paths[k].state != pathActive {
+			t.Fatalf("picked %d (state %v)", k, s.paths[k].state)
+		}
+		if k == 5 {
+			t.Fatal("picked the avoided path")
+		}
+		if k == prev {
+			t.Fatalf("picked path %d twice in a row", k)
+		}
+		prev = k
+	}
+	// All suspect: fall back rather than stall.
+	for i := range s.paths {
+		s.paths[i].state = pathSuspect
+	}
+	s.rebuildActive()
+	if k := s.pickPath(-1); k < 0 {
+		t.Fatal("no path when all are suspect")
+	}
+}
+
+// TestPickPathPrefersCheap: a path with a high loss rate gets a small
+// share.
+func TestPickPathPrefersCheap(t *testing.T) {
+	s := testSender(t, 8)
+	for i := range s.paths {
+		s.paths[i].srtt = 10000
+	}
+	s.paths[0].lossRate = 0.2
+	n := make([]int, 8)
+	for i := 0; i < 80000; i++ {
+		n[s.pickPath(-1)]++
+	}
+	if n[0] > 80000/8/3 {
+		t.Errorf("lossy path got %d of 80000 (fair share 10000)", n[0])
+	}
+}
+
+// BenchmarkPickPath: per-packet cost of path selection.
+func BenchmarkPickPath(b *testing.B) {
+	for _, k := range []int{16, 256} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
+			s := testSender(b, k)
+			for i := range s.paths {
+				s.paths[i].inflight = i % 7
+				s.paths[i].srtt = Duration(5000 + 100*i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.pickPath(-1)
+			}
+		})
+	}
+}
