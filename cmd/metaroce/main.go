@@ -6,12 +6,15 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/metaroce/metaroce/internal/daemon"
 )
 
 const usage = `usage: metaroce <command> [flags]
 
 commands:
   sim     run a scenario on the virtual-time fabric simulator
+  demo    two metaroced daemons in network namespaces: bandwidth, latency, baselines (root)
 
 Run 'metaroce <command> -h' for a command's flags.
 `
@@ -25,6 +28,11 @@ func main() {
 	switch os.Args[1] {
 	case "sim":
 		err = runSim(os.Args[2:], os.Stdout)
+	case "demo":
+		err = runDemo(os.Args[2:], os.Stdout)
+	case "daemon":
+		// metaroced itself, so the demo can start daemons from this binary.
+		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/testnet"
+)
+
+// DemoResult is the JSON of `metaroce demo`.
+type DemoResult struct {
+	DataVerified     bool     `json:"data_verified"`
+	MessagesLost     int      `json:"messages_lost"`
+	Messages         int      `json:"messages"`
+	BytesVerified    int64    `json:"bytes_verified"`
+	GoodputGbps      float64  `json:"goodput_gbps"`
+	WriteLatP50us    float64  `json:"write_lat_p50_us"`
+	WriteLatP99us    float64  `json:"write_lat_p99_us"`
+	XDPMode          string   `json:"xdp_mode"`
+	ZeroCopy         bool     `json:"zerocopy"`
+	Backend          string   `json:"backend"`
+	BackendWhy       string   `json:"backend_note,omitempty"`
+	Loss             float64  `json:"loss"`
+	SwitchDropped    uint64   `json:"switch_dropped"`
+	Retransmitted    uint64   `json:"packets_retransmitted"`
+	PacketsSent      uint64   `json:"packets_sent"`
+	UDPBackendGbps   float64  `json:"udp_backend_gbps"`
+	RawAFXDPGbps     float64  `json:"raw_afxdp_gbps"`
+	RawAFXDPLatP50us float64  `json:"raw_afxdp_lat_p50_us"`
+	TCPGbps          float64  `json:"tcp_gbps"`
+	GoodputVsRaw     float64  `json:"goodput_vs_raw_afxdp"`
+	GoodputVsTCP     float64  `json:"goodput_vs_tcp"`
+	Baselines        any      `json:"baselines,omitempty"`
+	Errors           []string `json:"errors,omitempty"`
+	WallS            float64  `json:"wall_s"`
+}
+
+type demoOpts struct {
+	loss     float64
+	bytes    int64
+	size     int
+	latCount int
+	udpBytes int64
+	ipv6     bool
+	duration time.Duration
+}
+
+func runDemo(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	o := demoOpts{}
+	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
+	fs.Int64Var(&o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
+	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE in the bandwidth test")
+	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
+	fs.Int64Var(&o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
+	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
+	fs.DurationVar(&o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
+	}
+	if o.loss < 0 || o.loss >= 1 || o.bytes <= 0 || o.size <= 0 || o.latCount <= 0 {
+		return errors.New("demo: -loss in [0,1), -bytes, -size and -lat-count positive")
+	}
+	start := time.Now()
+	res, err := demo(o)
+	if res != nil {
+		res.WallS = time.Since(start).Seconds()
+		if *asJSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			enc.Encode(res)
+		} else {
+			printDemo(out, res)
+		}
+	}
+	return err
+}
+
+func demo(o demoOpts) (*DemoResult, error) {
+	testnet.Sweep() // namespaces an earlier, killed demo left behind
+	star, err := testnet.OpenStar(2, testnet.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer star.Close()
+	if err := star.Switch.SetLoss(o.loss); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "metaroce-demo-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	a, b := star.Hosts[0], star.Hosts[1]
+	peer := b.IPv4
+	if o.ipv6 {
+		peer = b.IPv6
+	}
+	res := &DemoResult{Loss: o.loss}
+
+	// metaroce over AF_XDP: bandwidth, then latency.
+	err = withDaemons(self, dir, "afxdp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+		st, err := ca.Do(daemon.Request{Op: "status"})
+		if err != nil {
+			return err
+		}
+		inf := st.Engines[0].Link
+		res.Backend, res.XDPMode, res.ZeroCopy, res.BackendWhy = inf.Backend, inf.XDPMode, inf.ZeroCopy, inf.Why
+		msgs := int(o.bytes / int64(o.size))
+		bw, ts, err := genRun(ca, cb, daemon.GenParams{Peer: peer.String(), Messages: msgs, Size: o.size, Slots: 16, Streams: 4, Seed: 1})
+		if err != nil {
+			return err
+		}
+		res.Messages = msgs
+		res.GoodputGbps = bw.Gbps
+		res.MessagesLost = msgs - bw.Completed
+		res.BytesVerified = ts.Bytes
+		ok := ts.Verified == msgs && ts.Corrupt == 0 && ts.Duplicates == 0
+		lat, lts, err := genRun(ca, cb, daemon.GenParams{Peer: peer.String(), Messages: o.latCount, Size: 64, Slots: 4, Seed: 2, Latency: true})
+		if err != nil {
+			return err
+		}
+		res.WriteLatP50us, res.WriteLatP99us = lat.LatP50us, lat.LatP99us
+		res.MessagesLost += o.latCount - lat.Completed
+		res.BytesVerified += lts.Bytes
+		res.DataVerified = ok && lts.Verified == o.latCount && lts.Corrupt == 0 && lts.Duplicates == 0
+		st, _ = ca.Do(daemon.Request{Op: "status"})
+		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
+		res.PacketsSent = st.Engines[0].Transport.DataSent
+		res.SwitchDropped, _ = star.Switch.Dropped()
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("demo: afxdp run: %w", err)
+	}
+	// The same transport over the UDP-socket backend.
+	err = withDaemons(self, dir, "udp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+		bw, ts, err := genRun(ca, cb, daemon.GenParams{Peer: peer.String(), Messages: int(o.udpBytes / int64(o.size)),
+			Size: o.size, Slots: 16, Streams: 4, Seed: 3})
+		if err != nil {
+			return err
+		}
+		if ts.Corrupt != 0 || ts.Duplicates != 0 || bw.Completed != ts.Verified {
+			res.DataVerified = false
+		}
+		res.UDPBackendGbps = bw.Gbps
+		return nil
+	})
+	if err != nil {
+		res.Errors = append(res.Errors, "udp backend: "+err.Error())
+	}
+	baselines(res, star, o)
+	if res.RawAFXDPGbps > 0 {
+		res.GoodputVsRaw = res.GoodputGbps / res.RawAFXDPGbps
+	}
+	if res.TCPGbps > 0 {
+		res.GoodputVsTCP = res.GoodputGbps / res.TCPGbps
+	}
+	if !res.DataVerified || res.MessagesLost != 0 {
+		return res, errors.New("demo: data not verified or messages lost")
+	}
+	return res, nil
+}
+
+type (
+	dataplaneResult = dataplane.GenResult
+	dataplaneTarget = dataplane.TargetStats
+)
+
+// genRun arms the target, runs a writer and waits until the target has
+// verified what the writer completed.
+func genRun(ca, cb *daemon.Client, g daemon.GenParams) (*dataplaneResult, *dataplaneTarget, error) {
+	if _, err := cb.Do(daemon.Request{Op: "arm", Gen: g}); err != nil {
+		return nil, nil, err
+	}
+	r, err := ca.Do(daemon.Request{Op: "write", Gen: g})
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Result.Err != "" {
+		return nil, nil, errors.New(r.Result.Err)
+	}
+	var ts *dataplaneTarget
+	for i := 0; i < 500; i++ {
+		t, err := cb.Do(daemon.Request{Op: "target"})
+		if err != nil {
+			return nil, nil, err
+		}
+		ts = t.Target
+		if ts.Verified+ts.Corrupt >= r.Result.Completed {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r.Result, ts, nil
+}
+
+// withDaemons starts metaroced (this binary's daemon command) in both
+// hosts' namespaces with the given backend, runs f, and stops them.
+func withDaemons(self, dir, backend string, ipv6 bool, a, b *testnet.Host, f func(ca, cb *daemon.Client) error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range cmds {
+			done := make(chan struct{})
+			go func() { c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				c.Process.Kill()
+				<-done
+			}
+		}
+	}()
+	var clients []*daemon.Client
+	for i, h := range []*testnet.Host{a, b} {
+		sock := filepath.Join(dir, h.Label+"-"+backend+".sock")
+		cfg := filepath.Join(dir, h.Label+"-"+backend+".yaml")
+		yaml := fmt.Sprintf("interfaces:\n  - name: %s\n    backend: %s\ncontrol_socket: %s\nmetrics_address: \"\"\nlog_level: warn\n",
+			h.Port.Name, backend, sock)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			return err
+		}
+		// Each daemon's engine on its own CPU, as the raw baseline's
+		// threads are: two spinning engines sharing a core would
+		// measure the scheduler, not the transport.
+		args := []string{"daemon", "-config", cfg, "-cpu", fmt.Sprint(i % runtime.NumCPU())}
+		if ipv6 {
+			args = append(args, "-ipv6")
+		}
+		c := h.Command(ctx, self, args...)
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			return err
+		}
+		cmds = append(cmds, c)
+		cl, err := daemon.Dial(sock, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		clients = append(clients, cl)
+	}
+	return f(clients[0], clients[1])
+}
+
+func printDemo(w io.Writer, r *DemoResult) {
+	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%\n", r.Loss*100)
+	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
+	fmt.Fprintf(w, "data       verified %v, %d bytes, %d messages lost\n", r.DataVerified, r.BytesVerified, r.MessagesLost)
+	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)
+	fmt.Fprintf(w, "latency    WRITE p50 %.1f us, p99 %.1f us\n", r.WriteLatP50us, r.WriteLatP99us)
+	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (p50 %.1f us), Linux TCP %.2f Gb/s\n", r.RawAFXDPGbps, r.RawAFXDPLatP50us, r.TCPGbps)
+	fmt.Fprintf(w, "ratios     %.2f of raw AF_XDP, %.2fx TCP\n", r.GoodputVsRaw, r.GoodputVsTCP)
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error      %s\n", e)
+	}
+}

@@ -1,0 +1,274 @@
+// Package daemon is metaroced: it turns a validated configuration into
+// running engines (one per interface queue, each with its transport
+// endpoint and link), serves the control socket, and shuts everything down
+// in order when its context ends. cmd/metaroced is a thin main around Run,
+// and the metaroce tool's hidden "daemon" command runs the same code, so the
+// demo can start real daemon processes inside namespaces from one binary.
+//
+// Backend choice per interface: "afxdp" requires AF_XDP; "udp" uses the
+// UDP-socket backend; "auto" tries AF_XDP and falls back to UDP, logging
+// why (missing privileges, no XDP support, ...).
+//
+// One queue per interface for now: connections are owned by one engine,
+// and RSS may deliver a connection's packets to any queue of a multi-queue
+// NIC; until packets are handed between engines, a configuration with
+// several queues on one interface is refused with that reason.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/metaroce/metaroce/bpf"
+	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/dataplane/afxdp"
+	"github.com/metaroce/metaroce/dataplane/udplink"
+	"github.com/metaroce/metaroce/dataplane/xsk"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Options are what the command line adds to the configuration.
+type Options struct {
+	// IPv6 picks the interfaces' IPv6 address when none is configured.
+	IPv6 bool
+	// Ready, if set, is called once the engines run and the control
+	// socket listens (systemd's READY=1 hooks in here).
+	Ready func()
+	// CPU, if >= 0, pins the engine threads to that CPU.
+	CPU int
+}
+
+// engine is one running engine and what it needs to report.
+type engine struct {
+	iface  string
+	e      *dataplane.Engine
+	ep     *transport.Endpoint
+	link   dataplane.Link
+	xdp    *afxdp.Iface // nil for the UDP backend
+	driver *genDriver
+	local  netip.Addr
+}
+
+// Daemon is a running metaroced.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	engines []*engine
+	wg      sync.WaitGroup
+}
+
+// Run starts the daemon and blocks until ctx ends, then shuts down:
+// engines stop, sockets close, XDP programs detach (only ours: bpf_link).
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) error {
+	d := &Daemon{cfg: cfg, log: log}
+	defer d.close()
+	for _, ic := range cfg.Interfaces {
+		if len(ic.Queues) != 1 {
+			return fmt.Errorf("interface %s: %d queues configured; this version runs one queue per interface (connections would be split across engines)", ic.Name, len(ic.Queues))
+		}
+		en, err := d.open(ic, opts)
+		if err != nil {
+			return err
+		}
+		d.engines = append(d.engines, en)
+		inf := en.link.Info()
+		log.Info("engine up", "iface", ic.Name, "queue", inf.Queue, "backend", inf.Backend,
+			"xdp_mode", inf.XDPMode, "zerocopy", inf.ZeroCopy, "local", en.local, "why", inf.Why)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(d.engines)+1)
+	for _, en := range d.engines {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := en.e.Run(ctx); err != nil {
+				errs <- fmt.Errorf("engine %s: %w", en.iface, err)
+				cancel()
+			}
+		}()
+	}
+	srv, err := d.serveControl(ctx)
+	if err != nil {
+		cancel()
+		d.wg.Wait()
+		return err
+	}
+	defer srv.Close()
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	<-ctx.Done()
+	d.wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func (d *Daemon) open(ic config.Interface, opts Options) (*engine, error) {
+	en := &engine{iface: ic.Name}
+	var why string
+	if ic.Backend == config.BackendAFXDP || ic.Backend == config.BackendAuto {
+		fi, err := afxdp.OpenIface(afxdp.IfaceConfig{
+			Name: ic.Name, Queues: []uint32{uint32(ic.Queues[0])}, Local: ic.Address, IPv6: opts.IPv6,
+			Port: uint16(d.cfg.Port), Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
+			DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl),
+		})
+		if err == nil {
+			en.xdp, en.link, en.local = fi, fi.Links[0], fi.Local
+		} else if ic.Backend == config.BackendAFXDP {
+			return nil, err
+		} else {
+			why = "AF_XDP unavailable: " + err.Error()
+		}
+	}
+	if en.link == nil {
+		local := ic.Address
+		if !local.IsValid() {
+			var err error
+			if local, err = ifaceAddr(ic.Name, opts.IPv6); err != nil {
+				return nil, err
+			}
+		}
+		ul, err := udplink.Open(udplink.Config{Local: local, Port: uint16(d.cfg.Port),
+			MaxPayload: d.cfg.MTU - 48, DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl)})
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: udp backend: %w", ic.Name, err)
+		}
+		if why != "" {
+			d.log.Warn("falling back to the UDP backend", "iface", ic.Name, "reason", why)
+		}
+		en.link, en.local = &whyLink{Link: ul, why: why}, local
+	}
+	tc := d.cfg.TransportConfig()
+	tc.Port = uint16(d.cfg.Port)
+	tc.MTU = d.cfg.MTU
+	ep, err := transport.NewEndpoint(tc, en.local)
+	if err != nil {
+		en.link.Close()
+		if en.xdp != nil {
+			en.xdp.Close()
+		}
+		return nil, err
+	}
+	en.ep = ep
+	en.driver = newGenDriver(ep)
+	ec := dataplane.EngineConfig{}
+	if opts.CPU >= 0 {
+		ec.CPU, ec.PinSet = opts.CPU, true
+	}
+	en.e = dataplane.NewEngine(ec, en.link, ep, en.driver)
+	return en, nil
+}
+
+// whyLink adds the reason for the backend choice to a link's Info.
+type whyLink struct {
+	dataplane.Link
+	why string
+}
+
+func (w *whyLink) Info() dataplane.LinkInfo {
+	inf := w.Link.Info()
+	if w.why != "" {
+		if inf.Why != "" {
+			inf.Why = w.why + "; " + inf.Why
+		} else {
+			inf.Why = w.why
+		}
+	}
+	return inf
+}
+
+func (d *Daemon) close() {
+	for _, en := range d.engines {
+		if en.xdp != nil {
+			en.xdp.Close() // closes the link too
+		} else {
+			en.link.Close()
+		}
+	}
+}
+
+func xdpMode(m config.XDPMode) bpf.Mode {
+	switch m {
+	case config.XDPNative:
+		return bpf.ModeNative
+	case config.XDPGeneric:
+		return bpf.ModeGeneric
+	}
+	return bpf.ModeAuto
+}
+
+func bindMode(z config.Zerocopy) xsk.BindMode {
+	switch z {
+	case config.ZerocopyOn:
+		return xsk.ModeZeroCopy
+	case config.ZerocopyOff:
+		return xsk.ModeCopy
+	}
+	return xsk.ModeAuto
+}
+
+func ifaceAddr(name string, v6 bool) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok && ip.Unmap().Is6() == v6 && ip.IsGlobalUnicast() {
+				return ip.Unmap(), nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no global unicast address of the wanted family", name)
+}
+
+var errBusy = errors.New("a generator run is already in progress on this engine")
+
+// genDriver is the engine's driver: the generator target is always
+// listening; a writer runs when the control socket asks for one.
+type genDriver struct {
+	ep     *transport.Endpoint
+	target *dataplane.Target
+	writer *dataplane.Writer
+}
+
+func newGenDriver(ep *transport.Endpoint) *genDriver {
+	return &genDriver{ep: ep}
+}
+
+// ensureTarget (re)creates the target for a run's parameters.
+func (g *genDriver) ensureTarget(cfg dataplane.GenConfig) {
+	g.target = dataplane.NewTarget(cfg, g.ep)
+}
+
+func (g *genDriver) Step(e *dataplane.Engine, now transport.Time) bool {
+	if g.writer != nil {
+		return g.writer.Step(e, now)
+	}
+	return false
+}
+
+func (g *genDriver) Completion(e *dataplane.Engine, now transport.Time, c transport.Completion) {
+	if g.writer != nil {
+		g.writer.Completion(e, now, c)
+	}
+	if g.target != nil {
+		g.target.Completion(e, now, c)
+	}
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/internal/testnet"
+)
+
+// startDaemon runs a daemon inside h's namespace and returns a client.
+func startDaemon(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend) *Client {
+	t.Helper()
+	cfg := config.Defaults()
+	ic := config.DefaultInterface(h.Port.Name)
+	ic.Backend = backend
+	cfg.Interfaces = []config.Interface{ic}
+	cfg.ControlSocket = filepath.Join(t.TempDir(), "control.sock")
+	cfg.MetricsAddress = ""
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	done := make(chan error, 1)
+	if err := h.Go(func() { done <- Run(ctx, &cfg, log, Options{CPU: -1}) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon in %s: %v", h.Name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("daemon in %s did not stop", h.Name)
+		}
+	})
+	c, err := Dial(cfg.ControlSocket, 10*time.Second)
+	if err != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("daemon exited: %v", err)
+		default:
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestDaemonsThroughLossySwitch: two daemons, a switch dropping 1%, a
+// generator run driven over the control socket; every byte verified, for
+// both backends.
+func TestDaemonsThroughLossySwitch(t *testing.T) {
+	for _, backend := range []config.Backend{config.BackendAFXDP, config.BackendUDP} {
+		t.Run(string(backend), func(t *testing.T) {
+			s := testnet.NewStar(t, 2, testnet.Config{})
+			if err := s.Switch.SetLoss(0.01); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			ca := startDaemon(t, ctx, s.Hosts[0], backend)
+			cb := startDaemon(t, ctx, s.Hosts[1], backend)
+			st, err := cb.Do(Request{Op: "status"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Engines[0].Link.Backend; got != string(backend) {
+				t.Fatalf("backend %q, want %q", got, backend)
+			}
+			gen := GenParams{Peer: s.Hosts[1].IPv4.String(), Messages: 1024, Size: 65536, Slots: 16, Streams: 4, Seed: 5}
+			if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := ca.Do(Request{Op: "write", Gen: gen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := r.Result
+			if res.Err != "" || res.Completed != gen.Messages || res.Failed != 0 {
+				t.Fatalf("writer: %+v", res)
+			}
+			var tgt Response
+			for i := 0; i < 100; i++ {
+				p, err := cb.Do(Request{Op: "target"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tgt = *p; tgt.Target.Verified == gen.Messages {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if ts := tgt.Target; ts.Verified != gen.Messages || ts.Corrupt != 0 || ts.Duplicates != 0 {
+				t.Fatalf("target: %+v", ts)
+			}
+			st, _ = ca.Do(Request{Op: "status"})
+			t.Logf("%s: %.2f Gb/s, retransmitted %d of %d", backend, res.Gbps,
+				st.Engines[0].Transport.DataRetransmitted, st.Engines[0].Transport.DataSent)
+			if st.Engines[0].Transport.DataRetransmitted == 0 {
+				t.Error("1% loss but nothing retransmitted")
+			}
+			cancel()
+		})
+	}
+}
+
+// TestBadConfigRefused: several queues on one interface is refused with
+// the reason.
+func TestBadConfigRefused(t *testing.T) {
+	cfg := config.Defaults()
+	ic := config.DefaultInterface("lo")
+	ic.Queues = []int{0, 1}
+	cfg.Interfaces = []config.Interface{ic}
+	err := Run(context.Background(), &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{CPU: -1})
+	if err == nil {
+		t.Fatal("two queues accepted")
+	}
+}
