@@ -97,6 +97,11 @@ type Config struct {
 	// the range of UDP source ports used as path entropy.
 	Port                   uint16
 	EntropyMin, EntropyMax uint16
+	// IDMask and IDTag, when IDMask is nonzero, force the bits IDMask of
+	// every local connection id to IDTag: the daemon gives each engine of
+	// a multi-queue interface its own tag, so connection ids say which
+	// engine owns them.
+	IDMask, IDTag uint32
 	// Seed seeds connection ids, initial PSNs and entropy values (the
 	// cookie secret always comes from crypto/rand). Zero means "use
 	// crypto/rand"; the simulator sets it so runs are deterministic.

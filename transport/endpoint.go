@@ -120,6 +120,12 @@ func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
 	c := &Conn{ep: e, peer: peer, mem: mem, heapIdx: -1}
 	for {
 		id := e.rng.Uint32()
+		if m := e.cfg.IDMask; m != 0 {
+			// The low bits name the engine that owns the connection, so
+			// a packet that RSS delivers to another queue can be handed
+			// to its owner from its destination id alone.
+			id = id&^m | e.cfg.IDTag&m
+		}
 		if id != 0 && e.conns[id] == nil {
 			c.localID = id
 			break
@@ -351,7 +357,7 @@ func (e *Endpoint) touch(c *Conn) {
 
 func (c *Conn) nextDeadline() Time {
 	d := Never
-	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer} {
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline} {
 		if t != 0 && t < d {
 			d = t
 		}

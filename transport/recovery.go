@@ -49,9 +49,10 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if progress {
 		s.timeouts = 0
 		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
-		s.rtoDeadline = 0
+		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
+			s.tlpDeadline = now + Time(c.pto())
 		}
 	}
 }
@@ -409,6 +410,18 @@ func (c *Conn) senderTimer(now Time) {
 			c.advanceOldest(p)
 		}
 	}
+	if s.tlpDeadline != 0 && now >= s.tlpDeadline {
+		s.tlpDeadline = 0
+		if !s.tlpFired && s.inflight > 0 && s.retxQ.empty() {
+			// Resend the oldest outstanding packet, on another path; its
+			// ack (or its loss) tells us about the tail.
+			s.tlpFired = true
+			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+				c.ep.stats.TailProbes++
+				c.loseTransmission(now, int(r.path), r.pseq)
+			}
+		}
+	}
 	if s.rtoDeadline != 0 && now >= s.rtoDeadline {
 		s.rtoDeadline = 0
 		if s.inflight == 0 {
@@ -551,7 +564,7 @@ func (s *sender) flush(c *Conn, st Status) {
 		c.deliverSendStream(uint16(i))
 	}
 	s.inflight, s.rnrWaiting = 0, 0
-	s.rtoDeadline, s.lossDeadline, s.rnrDeadline = 0, 0, 0
+	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}
 }

@@ -55,6 +55,17 @@ func (r *rttEstimator) rto(initial Duration) Duration {
 	return min(max(v, r.minRTO), r.maxRTO)
 }
 
+// pto is the tail-loss probe timeout: two smoothed RTTs plus the
+// receiver's ack delay (RFC 8985 §7.2), at least MinPathTimeout, at most
+// the RTO.
+func (c *Conn) pto() Duration {
+	s := &c.snd
+	if !s.rtt.have {
+		return s.rto
+	}
+	return min(max(2*s.rtt.srtt+c.ep.cfg.AckDelay, c.ep.cfg.MinPathTimeout), s.rto)
+}
+
 // lossDelay is how long after its transmission a hole that later packets
 // overtook counts as lost: the larger of the smoothed and latest RTT plus
 // the reorder fraction of it (RACK, RFC 8985 §6.2).

@@ -417,3 +417,48 @@ func TestRejectedMessageDoesNotWedgeStream(t *testing.T) {
 		t.Errorf("%d data packets for a 2 MiB WRITE that failed on its first: the sender kept cutting it", sent)
 	}
 }
+
+// TestTailLossProbe (§8.4): a single-packet WRITE whose only packet is
+// lost completes after a probe timeout of about two RTTs, not after the
+// 200 us minimum RTO.
+func TestTailLossProbe(t *testing.T) {
+	dropped := false
+	link := sim.DefaultLink
+	link.Drop = dropIf(func(now sim.Time, d wire.Data) bool {
+		if d.Opcode() == wire.OpWrite && d.MsgID() == 5 && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	})
+	p := newPair(t, transport.Config{}, link, 1<<16)
+	p.connect()
+	src := pattern(100, 2)
+	var done []sim.Time
+	p.onA = func(now sim.Time, c transport.Completion) {
+		if c.Op == transport.OpWrite {
+			done = append(done, now)
+		}
+	}
+	var start sim.Time
+	for i := 0; i < 8; i++ { // one at a time, so each is a tail
+		start = p.net.Now()
+		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
+		p.kick()
+		p.runUntil(10*time.Millisecond, func() bool { return len(done) == i+1 })
+		if len(done) != i+1 {
+			t.Fatalf("write %d did not complete", i)
+		}
+		if i == 5 {
+			if !dropped {
+				t.Fatal("the drop did not happen")
+			}
+			if took := time.Duration(done[i] - start); took >= transport.Defaults.MinRTO {
+				t.Errorf("tail loss recovered after %v, not before the %v minimum RTO", took, transport.Defaults.MinRTO)
+			}
+		}
+	}
+	if p.a.EP.Stats().TailProbes == 0 || p.a.EP.Stats().Timeouts != 0 {
+		t.Errorf("tail probes %d, timeouts %d", p.a.EP.Stats().TailProbes, p.a.EP.Stats().Timeouts)
+	}
+}

@@ -109,12 +109,18 @@ type sender struct {
 	// on any path: the yardstick for overdue paths.
 	newestAckedSent Time
 
-	rtt          rttEstimator
-	reoMult      int // reorder window multiplier, raised by spurious losses
-	reoQuiet     int // losses since the last spurious one (decays reoMult)
-	spurious     uint64
-	rto          Duration
-	rtoDeadline  Time
+	rtt         rttEstimator
+	reoMult     int // reorder window multiplier, raised by spurious losses
+	reoQuiet    int // losses since the last spurious one (decays reoMult)
+	spurious    uint64
+	rto         Duration
+	rtoDeadline Time
+	// Tail loss probe (RFC 8985 §7): with nothing after it to reveal a
+	// gap, a lost last packet would wait for the RTO (at least MinRTO);
+	// after a probe timeout of about two RTTs without an ack, the oldest
+	// outstanding packet is resent once instead.
+	tlpDeadline  Time
+	tlpFired     bool
 	timeouts     int
 	lossDeadline Time
 	rnrWaiting   int
@@ -333,6 +339,9 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		r.tx++
 	}
 	s.inflight++
+	if !s.tlpFired {
+		s.tlpDeadline = now + Time(c.pto())
+	}
 	if s.rtoDeadline == 0 {
 		s.rtoDeadline = now + Time(s.rto)
 	}

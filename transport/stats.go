@@ -29,6 +29,7 @@ type Stats struct {
 	NacksSent, NacksReceived                  [8]uint64 // by wire.NackReason
 	LostDetected                              uint64    // losses found from a path's SACK
 	Timeouts                                  uint64    // RTO expiries
+	TailProbes                                uint64    // tail loss probes sent (§8.4)
 	SpuriousRetx                              uint64    // retransmissions of data already received
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)

@@ -45,13 +45,14 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 	to := bench.TCPOptions{Duration: o.duration, IPv6: o.ipv6}
 	if r, err := bench.TCP(ctx, a, b, to); err == nil {
 		bl.TCP = &r
-		res.TCPGbps = r.Gbps
+		res.TCPOffloadsOnGbps = r.Gbps
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("TCP baseline: %v", err))
 	}
 	to.NoOffloads = true
 	if r, err := bench.TCP(ctx, a, b, to); err == nil {
 		bl.TCPNoOffload = &r
+		res.TCPGbps = r.Gbps
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("TCP baseline, offloads off: %v", err))
 	}

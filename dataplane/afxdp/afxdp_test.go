@@ -136,8 +136,8 @@ func TestAFXDPThroughLossySwitch(t *testing.T) {
 			if dropped == 0 || sa.DataRetransmitted == 0 {
 				t.Errorf("switch dropped %d, sender retransmitted %d: the loss did not happen", dropped, sa.DataRetransmitted)
 			}
-			t.Logf("%s: %.2f Gb/s, switch dropped %d, retransmitted %d of %d, timeouts %d",
-				name, res.Gbps, dropped, sa.DataRetransmitted, sa.DataSent, sa.Timeouts)
+			t.Logf("%s: %.2f Gb/s, switch dropped %d, retransmitted %d of %d, timeouts %d, path timeouts %d, suspected %d, retired %d, spurious %d",
+				name, res.Gbps, dropped, sa.DataRetransmitted, sa.DataSent, sa.Timeouts, sa.PathTimeouts, sa.PathsSuspected, sa.PathsRetired, sa.SpuriousRetx)
 		})
 	}
 }

@@ -203,7 +203,11 @@ func (l *Link) SubmitTx(batch []dataplane.TxPacket) error {
 			pool.Put(p.Handle)
 			continue
 		}
-		frame.Finish(fb)
+		if l.is6 {
+			frame.Finish(fb)
+		} else {
+			frame.FinishV4NoUDPChecksum(fb) // the CRC32C protects the packet (§2.1)
+		}
 		l.tx[m] = xsk.Desc{Addr: start, Len: uint32(hl + p.Len)}
 		m++
 	}

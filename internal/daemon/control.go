@@ -154,20 +154,34 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 	en := d.engines[req.Gen.Engine]
 	switch req.Op {
 	case "arm":
+		// Every engine: a writer's CONNECT may reach any queue, and its
+		// connection then lives on the engine that got it.
 		gc, err := req.Gen.config()
 		if err != nil {
 			return err
 		}
-		return en.e.Do(ctx, func(transport.Time) { en.driver.ensureTarget(gc) })
+		for _, en := range d.engines {
+			if err := en.e.Do(ctx, func(transport.Time) { en.driver.ensureTarget(gc) }); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "target":
 		var ts dataplane.TargetStats
 		armed := false
-		if err := en.e.Do(ctx, func(transport.Time) {
-			if en.driver.target != nil {
-				ts, armed = en.driver.target.Stats(), true
+		for _, en := range d.engines {
+			if err := en.e.Do(ctx, func(transport.Time) {
+				if t := en.driver.target; t != nil {
+					s := t.Stats()
+					ts.Verified += s.Verified
+					ts.Corrupt += s.Corrupt
+					ts.Duplicates += s.Duplicates
+					ts.Bytes += s.Bytes
+					armed = true
+				}
+			}); err != nil {
+				return err
 			}
-		}); err != nil {
-			return err
 		}
 		if !armed {
 			return errors.New("no target armed")

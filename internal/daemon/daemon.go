@@ -9,10 +9,11 @@
 // UDP-socket backend; "auto" tries AF_XDP and falls back to UDP, logging
 // why (missing privileges, no XDP support, ...).
 //
-// One queue per interface for now: connections are owned by one engine,
-// and RSS may deliver a connection's packets to any queue of a multi-queue
-// NIC; until packets are handed between engines, a configuration with
-// several queues on one interface is refused with that reason.
+// Several queues on one interface (AF_XDP) run one engine each; RSS may
+// deliver a connection's packets to any of them, so connection ids carry
+// their owner engine's index and engines hand each other what they do not
+// own (dataplane.ConnectEngines). The UDP backend has one socket per
+// interface and so one engine, whatever the queue list says.
 package daemon
 
 import (
@@ -22,6 +23,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/metaroce/metaroce/bpf"
@@ -69,17 +72,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	d := &Daemon{cfg: cfg, log: log}
 	defer d.close()
 	for _, ic := range cfg.Interfaces {
-		if len(ic.Queues) != 1 {
-			return fmt.Errorf("interface %s: %d queues configured; this version runs one queue per interface (connections would be split across engines)", ic.Name, len(ic.Queues))
-		}
-		en, err := d.open(ic, opts)
+		ens, err := d.open(ic, opts)
 		if err != nil {
 			return err
 		}
-		d.engines = append(d.engines, en)
-		inf := en.link.Info()
-		log.Info("engine up", "iface", ic.Name, "queue", inf.Queue, "backend", inf.Backend,
-			"xdp_mode", inf.XDPMode, "zerocopy", inf.ZeroCopy, "local", en.local, "why", inf.Why)
+		d.engines = append(d.engines, ens...)
+		for _, en := range ens {
+			inf := en.link.Info()
+			log.Info("engine up", "iface", ic.Name, "queue", inf.Queue, "backend", inf.Backend,
+				"xdp_mode", inf.XDPMode, "zerocopy", inf.ZeroCopy, "local", en.local, "why", inf.Why)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -115,25 +117,39 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	return nil
 }
 
-func (d *Daemon) open(ic config.Interface, opts Options) (*engine, error) {
-	en := &engine{iface: ic.Name}
-	var why string
+func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
+	var (
+		links []dataplane.Link
+		local netip.Addr
+		fi    *afxdp.Iface
+		why   string
+	)
 	if ic.Backend == config.BackendAFXDP || ic.Backend == config.BackendAuto {
-		fi, err := afxdp.OpenIface(afxdp.IfaceConfig{
-			Name: ic.Name, Queues: []uint32{uint32(ic.Queues[0])}, Local: ic.Address, IPv6: opts.IPv6,
+		qs := make([]uint32, len(ic.Queues))
+		for i, q := range ic.Queues {
+			qs[i] = uint32(q)
+		}
+		var err error
+		fi, err = afxdp.OpenIface(afxdp.IfaceConfig{
+			Name: ic.Name, Queues: qs, Local: ic.Address, IPv6: opts.IPv6,
 			Port: uint16(d.cfg.Port), Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
 			DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl),
 		})
-		if err == nil {
-			en.xdp, en.link, en.local = fi, fi.Links[0], fi.Local
-		} else if ic.Backend == config.BackendAFXDP {
+		switch {
+		case err == nil:
+			for _, l := range fi.Links {
+				links = append(links, l)
+			}
+			local = fi.Local
+		case ic.Backend == config.BackendAFXDP:
 			return nil, err
-		} else {
+		default:
 			why = "AF_XDP unavailable: " + err.Error()
+			fi = nil
 		}
 	}
-	if en.link == nil {
-		local := ic.Address
+	if links == nil {
+		local = ic.Address
 		if !local.IsValid() {
 			var err error
 			if local, err = ifaceAddr(ic.Name, opts.IPv6); err != nil {
@@ -148,27 +164,60 @@ func (d *Daemon) open(ic config.Interface, opts Options) (*engine, error) {
 		if why != "" {
 			d.log.Warn("falling back to the UDP backend", "iface", ic.Name, "reason", why)
 		}
-		en.link, en.local = &whyLink{Link: ul, why: why}, local
+		if len(ic.Queues) > 1 {
+			why = strings.TrimPrefix(why+"; one UDP socket, so one engine for all queues", "; ")
+		}
+		links = []dataplane.Link{&whyLink{Link: ul, why: why}}
 	}
-	tc := d.cfg.TransportConfig()
-	tc.Port = uint16(d.cfg.Port)
-	tc.MTU = d.cfg.MTU
-	ep, err := transport.NewEndpoint(tc, en.local)
-	if err != nil {
-		en.link.Close()
-		if en.xdp != nil {
-			en.xdp.Close()
+	var ens []*engine
+	fail := func(err error) ([]*engine, error) {
+		if fi != nil {
+			fi.Close()
+		} else {
+			for _, l := range links {
+				l.Close()
+			}
 		}
 		return nil, err
 	}
-	en.ep = ep
-	en.driver = newGenDriver(ep)
-	ec := dataplane.EngineConfig{}
-	if opts.CPU >= 0 {
-		ec.CPU, ec.PinSet = opts.CPU, true
+	for i, l := range links {
+		tc := d.cfg.TransportConfig()
+		tc.Port = uint16(d.cfg.Port)
+		tc.MTU = d.cfg.MTU
+		if len(links) > 1 {
+			tc.IDMask, tc.IDTag = uint32(nextPow2(len(links))-1), uint32(i)
+		}
+		ep, err := transport.NewEndpoint(tc, local)
+		if err != nil {
+			return fail(err)
+		}
+		en := &engine{iface: ic.Name, link: l, ep: ep, local: local, driver: newGenDriver(ep)}
+		if i == 0 {
+			en.xdp = fi // closes every link of the interface
+		}
+		ec := dataplane.EngineConfig{Batch: engineBatch}
+		if opts.CPU >= 0 {
+			ec.CPU, ec.PinSet = (opts.CPU+i)%runtime.NumCPU(), true
+		}
+		en.e = dataplane.NewEngine(ec, l, ep, en.driver)
+		ens = append(ens, en)
 	}
-	en.e = dataplane.NewEngine(ec, en.link, ep, en.driver)
-	return en, nil
+	if len(ens) > 1 {
+		es := make([]*dataplane.Engine, len(ens))
+		for i, en := range ens {
+			es[i] = en.e
+		}
+		dataplane.ConnectEngines(es, 1024)
+	}
+	return ens, nil
+}
+
+func nextPow2(v int) int {
+	n := 1
+	for n < v {
+		n <<= 1
+	}
+	return n
 }
 
 // whyLink adds the reason for the backend choice to a link's Info.
@@ -191,13 +240,16 @@ func (w *whyLink) Info() dataplane.LinkInfo {
 
 func (d *Daemon) close() {
 	for _, en := range d.engines {
-		if en.xdp != nil {
-			en.xdp.Close() // closes the link too
-		} else {
+		switch {
+		case en.xdp != nil:
+			en.xdp.Close() // closes the interface's links too
+		case !en.afxdp():
 			en.link.Close()
 		}
 	}
 }
+
+func (en *engine) afxdp() bool { return en.link.Info().Backend == "afxdp" }
 
 func xdpMode(m config.XDPMode) bpf.Mode {
 	switch m {
@@ -272,3 +324,8 @@ func (g *genDriver) Completion(e *dataplane.Engine, now transport.Time, c transp
 		g.target.Completion(e, now, c)
 	}
 }
+
+// engineBatch is the RX/TX batch of the daemon's engines: 128 halves the
+// TX kicks of the default 64 (each a sendto that, on copy-mode veth, also
+// carries the peer's receive path) for 16 KiB more descriptors in flight.
+const engineBatch = 128

@@ -14,10 +14,15 @@ import (
 
 // startDaemon runs a daemon inside h's namespace and returns a client.
 func startDaemon(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend) *Client {
+	return startDaemonQueues(t, ctx, h, backend, []int{0})
+}
+
+func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend, queues []int) *Client {
 	t.Helper()
 	cfg := config.Defaults()
 	ic := config.DefaultInterface(h.Port.Name)
 	ic.Backend = backend
+	ic.Queues = queues
 	cfg.Interfaces = []config.Interface{ic}
 	cfg.ControlSocket = filepath.Join(t.TempDir(), "control.sock")
 	cfg.MetricsAddress = ""
@@ -107,15 +112,40 @@ func TestDaemonsThroughLossySwitch(t *testing.T) {
 	}
 }
 
-// TestBadConfigRefused: several queues on one interface is refused with
-// the reason.
-func TestBadConfigRefused(t *testing.T) {
-	cfg := config.Defaults()
-	ic := config.DefaultInterface("lo")
-	ic.Queues = []int{0, 1}
-	cfg.Interfaces = []config.Interface{ic}
-	err := Run(context.Background(), &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{CPU: -1})
-	if err == nil {
-		t.Fatal("two queues accepted")
+// TestMultiQueueDaemons: daemons serving two queues of a two-queue veth
+// run an engine per queue and complete a verified run.
+func TestMultiQueueDaemons(t *testing.T) {
+	s := testnet.NewStar(t, 2, testnet.Config{Link: testnet.LinkConfig{Queues: 2}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before the cleanups that wait for the daemons
+	start := func(h *testnet.Host) *Client {
+		return startDaemonQueues(t, ctx, h, config.BackendAFXDP, []int{0, 1})
 	}
+	ca, cb := start(s.Hosts[0]), start(s.Hosts[1])
+	st, err := ca.Do(Request{Op: "status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Engines) != 2 || st.Engines[1].Link.Queue != 1 {
+		t.Fatalf("engines %+v", st.Engines)
+	}
+	gen := GenParams{Peer: s.Hosts[1].IPv4.String(), Messages: 512, Size: 65536, Slots: 16, Streams: 4, Seed: 8, Engine: 1}
+	if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ca.Do(Request{Op: "write", Gen: gen})
+	if err != nil || r.Result.Completed != gen.Messages {
+		t.Fatalf("write: %v %+v", err, r)
+	}
+	for i := 0; i < 100; i++ {
+		p, err := cb.Do(Request{Op: "target"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Target.Verified == gen.Messages {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("target did not verify every message")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/metaroce/metaroce/control/config"
@@ -22,6 +23,7 @@ func Main(name string, args []string, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration `file` (YAML); empty: defaults and flags only")
 	ipv6 := fs.Bool("ipv6", false, "use the interfaces' IPv6 addresses when none is configured")
 	cpu := fs.Int("cpu", -1, "pin the engine threads to this `CPU` (-1: let the scheduler place them)")
+	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile to `file` until the daemon stops")
 	fl := config.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -32,6 +34,19 @@ func Main(name string, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hup := make(chan os.Signal, 1)

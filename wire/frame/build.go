@@ -107,7 +107,9 @@ func Build(buf []byte, ep *Endpoints, dscp, ecn uint8, payloadLen int) (hdrLen i
 // Finish returns ErrNotBuilt or ErrShortBuffer, without touching buf, if buf
 // does not start with headers that Build could have written. It does not
 // allocate.
-func Finish(buf []byte) error {
+func Finish(buf []byte) error { return finish(buf, false) }
+
+func finish(buf []byte, skipUDP bool) error {
 	if len(buf) < ethLen {
 		return ErrShortBuffer
 	}
@@ -153,6 +155,9 @@ func Finish(buf []byte) error {
 	}
 	seg = seg[:seg.length()]
 	seg.setChecksum(0)
+	if skipUDP && len(addrs) == 8 {
+		return nil // IPv4 with a zero UDP checksum (RFC 768): see FinishV4NoUDPChecksum
+	}
 	c := checksumUDP(addrs, seg)
 	if c == 0 {
 		c = 0xffff
@@ -160,3 +165,12 @@ func Finish(buf []byte) error {
 	seg.setChecksum(c)
 	return nil
 }
+
+// FinishV4NoUDPChecksum is Finish, except that an IPv4 frame gets a zero
+// UDP checksum ("none", RFC 768) instead of a computed one; IPv6 frames,
+// where the checksum is mandatory (RFC 8200 §8.1), get it computed as by
+// Finish. MetaRoCE's CRC32C covers the transport header and payload, as
+// RoCEv2's ICRC does, and RoCEv2 sends zero UDP checksums for the same
+// reason (docs/spec.md §2.1): the checksum would cost a second pass over
+// the payload per packet for nothing the CRC does not already catch.
+func FinishV4NoUDPChecksum(buf []byte) error { return finish(buf, true) }
