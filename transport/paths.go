@@ -75,6 +75,7 @@ type sendPath struct {
 	markFrac     float64 // EWMA of the CE-marked fraction of acked packets
 	lossRate     float64 // EWMA of losses among resolved transmissions
 	lossRun      int     // losses since the last acked transmission
+	timeoutRun   int     // path timeouts since the last acked transmission
 	lastProgress Time    // last ack, or when inflight went from 0 to 1
 
 	// Probing, while suspect.
@@ -230,7 +231,7 @@ func (c *Conn) healthOn() bool {
 // pathAcked records an acknowledged transmission on p.
 func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
 	p.acked++
-	p.lossRun = 0
+	p.lossRun, p.timeoutRun = 0, 0
 	p.lossRate -= p.lossRate / 16
 	p.lastProgress = now
 	if p.state == pathSuspect && probe {
@@ -387,11 +388,18 @@ func (c *Conn) pathTick(now Time) Time {
 			if p.inflight > 0 {
 				if c.pathTimedOut(p, now) {
 					// Packets sent well after this path's oldest
-					// outstanding one have come back on other paths, and
-					// nothing on this one: it is gone for now.
+					// outstanding ones have come back on other paths:
+					// those are lost. One overdue packet is a loss (a
+					// tail with nothing after it on its path); two, or a
+					// second timeout in a row, is the path: it is gone
+					// for now, and what it still holds is resent.
 					c.ep.stats.PathTimeouts++
-					c.loseAllOnPath(now, i)
-					c.suspectPath(p, now)
+					n := c.loseOverdue(now, i)
+					p.timeoutRun++
+					if n >= 2 || p.timeoutRun >= 2 {
+						c.loseAllOnPath(now, i)
+						c.suspectPath(p, now)
+					}
 				} else {
 					soon(now + Time(c.pathTimeout(p)/4))
 				}
@@ -434,6 +442,28 @@ func median(v []Duration) Duration {
 		}
 	}
 	return v[len(v)/2]
+}
+
+// loseOverdue declares lost the unresolved transmissions of path pi sent
+// a path timeout or more before the newest transmission acked on any
+// path, and returns how many.
+func (c *Conn) loseOverdue(now Time, pi int) int {
+	p := &c.snd.paths[pi]
+	limit := c.snd.newestAckedSent - Time(c.pathTimeout(p))
+	n := 0
+	for seq := p.oldest; seq != p.nextSeq; seq++ {
+		t := &p.ring[seq&p.mask]
+		if !t.live {
+			continue
+		}
+		if t.sent > limit {
+			break // sent in order: the rest are younger
+		}
+		c.loseTransmission(now, pi, seq)
+		n++
+	}
+	c.advanceOldest(p)
+	return n
 }
 
 // loseAllOnPath declares every unresolved transmission of path pi lost.
