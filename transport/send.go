@@ -350,11 +350,6 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		Offset: r.off, PayloadLen: uint16(r.n), Timestamp: uint64(now),
 	}
 	var payload []byte
-	defer func() {
-		if r.void {
-			c.ep.stats.VoidSent++
-		}
-	}()
 	if r.msg&readJobBit != 0 {
 		j := &s.jobs[r.msg&^readJobBit]
 		h.Opcode = wire.OpReadResp
@@ -381,6 +376,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		payload = nil
 		h.PayloadLen = 0
 		h.Flags |= wire.FlagVoid
+		c.ep.stats.VoidSent++
 	}
 	h.Put(buf)
 	copy(buf[wire.DataLen:], payload)
