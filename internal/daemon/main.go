@@ -11,8 +11,13 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/control/config"
 )
+
+// The configuration accepts the congestion algorithms the congestion
+// package knows (it is not wired into the transport yet: issue 4).
+func init() { config.KnownCongestion = congestion.Known }
 
 // Main is metaroced's command line: flags, configuration, logging,
 // signals. It runs in the foreground (systemd supervises; a daemon that
