@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -16,6 +17,14 @@ type Config struct {
 	// repeat, repathing) or ModeRoCEv2, our own baseline of the classic
 	// transport: one path per connection, go-back-N, no repathing (§8.8).
 	Mode Mode
+	// Congestion names the congestion controller (congestion.Names):
+	// "none" (the default until the algorithms are tuned in the
+	// transport: issue 4), "metaroce", "receiver-hint" or "dcqcn".
+	Congestion string
+	// LineRateBps, BaseRTT and InitialWindow (bytes) seed the controller.
+	LineRateBps   uint64
+	BaseRTT       Duration
+	InitialWindow int
 	// MTU is the IP MTU of the links. The payload per packet is derived
 	// from it for the worst case (IPv6): MTU - 40 (IPv6) - 8 (UDP) -
 	// 64 (data header) - 4 (CRC32C).
@@ -111,7 +120,14 @@ type Config struct {
 // Defaults are the values Validate fills in. Each has its reason:
 var Defaults = Config{
 	Mode: ModeMetaRoCE,
-	MTU:  1500, // what a commodity Ethernet fabric runs unless told otherwise
+	// No congestion control until the algorithms are tuned inside the
+	// transport (issue 4): the fluid-model tuning of congestion/ cuts
+	// on random loss, which a lossy fabric must not do.
+	Congestion:    CongestionNone,
+	LineRateBps:   100e9,                 // a 100 Gb/s NIC, the commodity AI-cluster port today
+	BaseRTT:       10 * time.Microsecond, // one switch hop and two NIC traversals
+	InitialWindow: 16 * 1024,             // a few packets: 32 senders x 16 KiB fit any switch buffer
+	MTU:           1500,                  // what a commodity Ethernet fabric runs unless told otherwise
 	// 16 paths: on an 8-way ECMP stage each uplink is left unused with
 	// probability (7/8)^16 ~ 0.12 and about 2 entropy values share one;
 	// more paths spread better but each sees fewer packets per RTT for
@@ -153,6 +169,9 @@ var Defaults = Config{
 	EntropyMin:       49152, // the IANA dynamic range, where ephemeral ports live anyway
 	EntropyMax:       65535,
 }
+
+// CongestionNone is no congestion control: the send window alone.
+const CongestionNone = "none"
 
 // Mode names a transport mode.
 type Mode string
@@ -198,6 +217,17 @@ func (c *Config) Validate() error {
 	default:
 		bad("mode %q: want %q or %q", c.Mode, ModeMetaRoCE, ModeRoCEv2)
 	}
+	if c.Congestion == "" {
+		c.Congestion = d.Congestion
+	}
+	if !congestion.Known(c.Congestion) {
+		bad("congestion %q: want one of %v", c.Congestion, congestion.Names())
+	}
+	if c.LineRateBps == 0 {
+		c.LineRateBps = d.LineRateBps
+	}
+	defd(&c.BaseRTT, d.BaseRTT)
+	def(&c.InitialWindow, d.InitialWindow)
 	def(&c.MTU, d.MTU)
 	def(&c.Paths, d.Paths)
 	def(&c.Planes, d.Planes)

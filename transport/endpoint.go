@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -152,6 +153,16 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
 	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64())
 	c.snd.mp = c.maxPayload
+	if cfg.Congestion != CongestionNone {
+		cc := congestion.Defaults
+		cc.MSS = c.maxPayload
+		cc.MaxWindow = c.sendWindow * c.maxPayload
+		cc.InitialWindow = min(cc.MaxWindow, max(cc.MSS, cfg.InitialWindow))
+		cc.LineRate = cfg.LineRateBps
+		cc.BaseRTT = cfg.BaseRTT
+		// Validated at NewEndpoint: cannot fail here.
+		c.snd.cc, _ = congestion.New(cfg.Congestion, cc)
+	}
 	c.state = StateEstablished
 }
 
@@ -357,7 +368,7 @@ func (e *Endpoint) touch(c *Conn) {
 
 func (c *Conn) nextDeadline() Time {
 	d := Never
-	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline} {
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer} {
 		if t != 0 && t < d {
 			d = t
 		}
@@ -410,6 +421,9 @@ func (c *Conn) onTimer(now Time) {
 	}
 	if c.rcv.ackTimer != 0 && now >= c.rcv.ackTimer {
 		c.rcv.ackTimerFired(now, c.ep.cfg.AckDelay)
+	}
+	if c.snd.paceTimer != 0 && now >= c.snd.paceTimer {
+		c.snd.paceTimer = 0 // touch puts the connection back in the ready queue
 	}
 	c.senderTimer(now)
 	if c.state == StateEstablished && c.snd.pathTimer != 0 && now >= c.snd.pathTimer {

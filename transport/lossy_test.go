@@ -111,3 +111,22 @@ func TestGoodputCleanLink(t *testing.T) {
 		t.Errorf("acks per data packet %.3f, want at most %.3f", got, max)
 	}
 }
+
+// TestLossyWithEachController: with every congestion controller wired in,
+// the lossy scenario still completes exactly once and byte-exact (the
+// controllers change timing, never correctness).
+func TestLossyWithEachController(t *testing.T) {
+	for _, cc := range []string{"none", "metaroce", "receiver-hint", "dcqcn"} {
+		t.Run(cc, func(t *testing.T) {
+			link := sim.DefaultLink
+			link.Loss, link.Reorder, link.Corrupt = 0.02, 0.05, 0.005
+			res, err := sim.RunLossy(sim.LossyConfig{Op: "write", Messages: 200, Size: 65536, Outstanding: 16,
+				Streams: 4, Seed: 3, Link: link, Transport: transport.Config{Congestion: cc}, Limit: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkExactlyOnce(t, res)
+			t.Logf("%s: %.1f Gb/s, retransmit ratio %.4f, timeouts %d", cc, res.GoodputGbps, res.RetransmitRatio, res.Timeouts)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -46,6 +47,13 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		progress = true
 	}
 	c.advanceUna()
+	if s.cc != nil && (s.ackedBytes > 0 || rtt > 0) {
+		marked := int(a.CECount()) * c.maxPayload
+		s.cc.OnAck(int64(now), congestion.AckSample{Bytes: s.ackedBytes, RTT: rtt, MinRTT: s.rtt.min,
+			Marked: min(marked, max(s.ackedBytes, marked)), Path: pid, RateHint: uint64(a.RateHint()) * 1e6,
+			InFlight: s.inflightBytes})
+		s.ackedBytes = 0
+	}
 	if progress {
 		s.timeouts = 0
 		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
@@ -178,10 +186,12 @@ func (c *Conn) ackPSN(psn wire.PSN) bool {
 		return false
 	case psInflight:
 		s.inflight--
+		s.inflightBytes -= int(r.n)
 	case psRNR:
 		s.rnrWaiting--
 	}
 	r.state = psAcked
+	s.ackedBytes += int(r.n)
 	c.stats.Acked++
 	if r.msg&readJobBit != 0 {
 		c.jobAcked(r.msg &^ readJobBit)
@@ -246,6 +256,10 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	}
 	r.state = psLost
 	s.inflight--
+	s.inflightBytes -= int(r.n)
+	if s.cc != nil {
+		s.cc.OnLoss(int64(now), int(r.n))
+	}
 	s.retxQ.push(uint32(psn))
 	if s.reoMult > 1 {
 		// RFC 8985 §7.2 decays its multiplier after 16 recoveries
@@ -325,6 +339,7 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 		}
 		if r.state == psInflight {
 			s.inflight--
+			s.inflightBytes -= int(r.n)
 		}
 		// A lost-queued record is skipped by buildData once not psLost.
 		r.state = psRNR
@@ -357,6 +372,7 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 		r.void = true
 		if r.state == psInflight {
 			s.inflight--
+			s.inflightBytes -= int(r.n)
 			r.state = psLost
 			s.retxQ.push(uint32(psn))
 		}
@@ -430,6 +446,9 @@ func (c *Conn) senderTimer(now Time) {
 		s.timeouts++
 		c.stats.Timeouts++
 		c.ep.stats.Timeouts++
+		if s.cc != nil {
+			s.cc.OnTimeout(int64(now))
+		}
 		if s.timeouts > cfg.MaxRetries {
 			c.fail(StatusRetryExceeded, errRetries)
 			return
@@ -563,7 +582,7 @@ func (s *sender) flush(c *Conn, st Status) {
 	for i := range s.streams {
 		c.deliverSendStream(uint16(i))
 	}
-	s.inflight, s.rnrWaiting = 0, 0
+	s.inflight, s.rnrWaiting, s.inflightBytes = 0, 0, 0
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -126,7 +127,14 @@ type sender struct {
 	rnrWaiting   int
 	rnrDeadline  Time
 	inflight     int // PSNs in psInflight
-	mp           int // negotiated payload bytes per packet
+	// Congestion control (congestion/): nil for "none". The window bounds
+	// payload bytes in flight; the pacer spaces packets at its rate.
+	cc            congestion.Controller
+	inflightBytes int
+	ackedBytes    int  // newly acked since the last OnAck
+	nextTx        Time // the pacer's next release
+	paceTimer     Time
+	mp            int // negotiated payload bytes per packet
 }
 
 func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16, seed uint64) {
@@ -223,6 +231,9 @@ func (s *sender) windowOpen() bool {
 	if s.credit < w {
 		w = s.credit
 	}
+	if s.cc != nil && s.inflightBytes >= s.cc.Window() {
+		return false
+	}
 	return int(s.una.Distance(s.nextPSN)) < w
 }
 
@@ -237,6 +248,11 @@ func (s *sender) hasData() bool {
 // path, or 0 when nothing can be sent now.
 func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 	s := &c.snd
+	if s.nextTx > now {
+		// Paced: nothing leaves before the pacer's release time.
+		s.paceTimer = s.nextTx
+		return 0, 0
+	}
 	for !s.retxQ.empty() {
 		psn := wire.PSN(s.retxQ.peek())
 		r := &s.pkts[uint32(psn)&s.pktMask]
@@ -339,6 +355,15 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		r.tx++
 	}
 	s.inflight++
+	s.inflightBytes += int(r.n)
+	if s.cc != nil {
+		s.cc.OnSent(int64(now), int(r.n)+wire.DataLen+wire.TrailerLen)
+		if rate := s.cc.PacingRate(); rate > 0 {
+			// Release the next packet when this one would have left at
+			// the allowed rate.
+			s.nextTx = max(s.nextTx, now) + Time(float64((int(r.n)+wire.DataLen+wire.TrailerLen)*8)*1e9/float64(rate))
+		}
+	}
 	if !s.tlpFired {
 		s.tlpDeadline = now + Time(c.pto())
 	}

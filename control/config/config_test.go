@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 	if c.Port != wire.DefaultPort || c.MTU != transport.Defaults.MTU || c.Paths != transport.Defaults.Paths {
 		t.Errorf("port %d mtu %d paths %d", c.Port, c.MTU, c.Paths)
 	}
-	if c.Congestion != "metaroce" || c.DSCPData != 26 || c.DSCPControl != 48 {
+	if c.Congestion != "none" || c.DSCPData != 26 || c.DSCPControl != 48 {
 		t.Errorf("congestion %q dscp %d/%d", c.Congestion, c.DSCPData, c.DSCPControl)
 	}
 	if c.ControlSocket != "/run/metaroced/control.sock" || c.SocketMode != 0o660 || c.SocketGroup != "" {
@@ -144,7 +144,7 @@ func TestSchemaKeysCoverTransport(t *testing.T) {
 	for i := range tt.NumField() {
 		name := tt.Field(i).Name
 		switch name {
-		case "MTU", "Paths", "Port", "Seed", "IDMask", "IDTag": // set by the daemon, not the file
+		case "MTU", "Paths", "Port", "Seed", "IDMask", "IDTag", "Congestion": // top level, or set by the daemon
 			continue
 		}
 		f, ok := ft.FieldByName(name)

@@ -95,6 +95,10 @@ type fileTransport struct {
 	RestoreProbes    leaf[int]            `yaml:"restore_probes"`
 	MinProbeInterval leaf[time.Duration]  `yaml:"min_probe_interval"`
 	MaxProbeInterval leaf[time.Duration]  `yaml:"max_probe_interval"`
+	// Congestion controller seeds (the algorithm is the top-level key).
+	LineRateBps   leaf[uint64]        `yaml:"line_rate_bps"`
+	BaseRTT       leaf[time.Duration] `yaml:"base_rtt"`
+	InitialWindow leaf[int]           `yaml:"initial_window"`
 }
 
 // leaf is one scalar (or list of scalars) of the file. A key with no value
@@ -307,6 +311,9 @@ func (f *fileConfig) apply(c *Config, source string) error {
 	set(&t.RestoreProbes, ft.RestoreProbes)
 	set(&t.MinProbeInterval, ft.MinProbeInterval)
 	set(&t.MaxProbeInterval, ft.MaxProbeInterval)
+	set(&t.LineRateBps, ft.LineRateBps)
+	set(&t.BaseRTT, ft.BaseRTT)
+	set(&t.InitialWindow, ft.InitialWindow)
 	return errors.Join(errs...)
 }
 

@@ -184,6 +184,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		tc := d.cfg.TransportConfig()
 		tc.Port = uint16(d.cfg.Port)
 		tc.MTU = d.cfg.MTU
+		tc.Congestion = d.cfg.Congestion
 		if len(links) > 1 {
 			tc.IDMask, tc.IDTag = uint32(nextPow2(len(links))-1), uint32(i)
 		}
