@@ -1,0 +1,171 @@
+package ring
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func newBell(t testing.TB) *Doorbell {
+	t.Helper()
+	d, err := NewDoorbell()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestDoorbell(t *testing.T) {
+	d := newBell(t)
+	if rang, err := d.Wait(0); rang || err != nil {
+		t.Fatalf("Wait(0) on a silent bell = %v, %v", rang, err)
+	}
+	start := time.Now()
+	if rang, err := d.Wait(20 * time.Millisecond); rang || err != nil {
+		t.Fatalf("Wait(20ms) = %v, %v", rang, err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Fatalf("Wait(20ms) returned after %v", el)
+	}
+	// Rings before the wait count, and coalesce.
+	d.Ring()
+	d.Ring()
+	if rang, err := d.Wait(time.Second); !rang || err != nil {
+		t.Fatalf("Wait after Ring = %v, %v", rang, err)
+	}
+	if rang, _ := d.Wait(0); rang {
+		t.Fatal("two rings woke two waits")
+	}
+	// A ring from another goroutine wakes a sleeper.
+	go func() { time.Sleep(5 * time.Millisecond); d.Ring() }()
+	if rang, err := d.Wait(5 * time.Second); !rang || err != nil {
+		t.Fatalf("Wait for a later Ring = %v, %v", rang, err)
+	}
+}
+
+func TestDoorbellContext(t *testing.T) {
+	d := newBell(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	start := time.Now()
+	if rang, err := d.WaitContext(ctx); rang || !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitContext cancelled = %v, %v", rang, err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("cancellation took %v", el)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := d.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitContext past its deadline: %v", err)
+	}
+	// A stale interrupt from an earlier context does not end a later wait.
+	d.interrupt()
+	if rang, err := d.Wait(10 * time.Millisecond); rang || err != nil {
+		t.Fatalf("Wait after a stale interrupt = %v, %v", rang, err)
+	}
+}
+
+func TestOpenDoorbell(t *testing.T) {
+	d := newBell(t)
+	fd := dup(t, d.FD())
+	o, err := OpenDoorbell(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	o.Ring()
+	if rang, _ := d.Wait(time.Second); !rang {
+		t.Fatal("a ring through the opened doorbell did not arrive")
+	}
+	r := newMemfdRing(t, 8, 8)
+	mfd := dup(t, r.FD())
+	defer unix.Close(mfd)
+	if _, err := OpenDoorbell(mfd); err == nil {
+		t.Fatal("OpenDoorbell accepted a memfd")
+	}
+}
+
+// TestNotifyOnlyWhenAsleep: a consumer that keeps up costs the producer no
+// syscall; one asleep on the bell is woken by the first Notify only.
+func TestNotifyOnlyWhenAsleep(t *testing.T) {
+	r := newHeapRing(t, 64, 16)
+	bell := newBell(t)
+	p, c := r.Producer(), r.Consumer()
+	for i := range 1000 {
+		first, got, _ := p.Reserve(1)
+		putRecord(p.Slot(first), uint64(i))
+		p.Commit(got)
+		if rang, err := p.Notify(bell); rang || err != nil {
+			t.Fatalf("Notify to a busy consumer = %v, %v", rang, err)
+		}
+		if err := c.Wait(bell, time.Second); err != nil {
+			t.Fatal(err) // the ring is not empty: returns at once
+		}
+		cf, cgot, _ := c.Peek(1)
+		if err := checkRecord(c.Slot(cf), uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+		c.Release(cgot)
+	}
+	if p.Rings() != 0 || c.Sleeps() != 0 {
+		t.Fatalf("busy run: %d rings, %d sleeps", p.Rings(), c.Sleeps())
+	}
+
+	done := make(chan error)
+	go func() { done <- c.Wait(bell, 5*time.Second) }()
+	for atomic.LoadUint32(r.flagWord) == 0 {
+		time.Sleep(time.Millisecond) // until the consumer is about to sleep
+	}
+	for range 3 {
+		first, _, _ := p.Reserve(1)
+		putRecord(p.Slot(first), 0)
+		p.Commit(1)
+		p.Notify(bell)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if p.Rings() != 1 {
+		t.Fatalf("three commits to a sleeper rang %d times, want 1", p.Rings())
+	}
+	if err := c.Wait(bell, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Peek(3)
+	c.Release(3)
+	if err := c.Wait(bell, 10*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Wait on an empty ring: %v, want ErrTimeout", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := c.WaitContext(ctx, bell); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitContext on an empty ring: %v", err)
+	}
+}
+
+// TestPairWithDoorbell runs the pair with the consumer sleeping on the bell
+// whenever the ring is empty and the producer stalling now and then, so it
+// goes through many sleep/wake cycles; a lost wakeup fails with ErrTimeout.
+func TestPairWithDoorbell(t *testing.T) {
+	items := uint64(1 << 19)
+	if raceOn {
+		items = 1 << 17
+	}
+	for _, b := range backings {
+		t.Run(b.name, func(t *testing.T) {
+			r := b.make(t, 256, 32)
+			setIndices(r, 1<<32-1000)
+			runPair(t, r, pairConfig{items: items, maxBatch: 32, partial: 0.05, bell: true, stall: items / 64})
+			t.Logf("%d sleeps, %d rings", r.Consumer().Sleeps(), r.Producer().Rings())
+			if r.Consumer().Sleeps() == 0 {
+				t.Error("the consumer never slept: the doorbell path went untested")
+			}
+		})
+	}
+}

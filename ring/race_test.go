@@ -1,0 +1,6 @@
+//go:build race
+
+package ring
+
+// raceOn scales the longest tests down under the race detector.
+const raceOn = true
