@@ -69,6 +69,7 @@ type Engine struct {
 	in     []*Mailbox
 	inbox  func(s *mailSlot)
 	now    transport.Time
+	lastTx int // packets the last TX batch carried (sizes the next reservation)
 
 	Stats EngineStats
 }
@@ -250,8 +251,13 @@ func (e *Engine) iterate(now transport.Time) bool {
 // flush moves what the transport owes into TX batches.
 func (e *Engine) flush(now transport.Time) bool {
 	sent := false
-	for {
-		k := e.link.ReserveTx(e.tx)
+	for e.ep.HasOutput() {
+		// Reserve about what the last flush used (twice, so a growing
+		// burst is not cut short), not the whole batch: a receiver owes
+		// a few acks per iteration, and taking and returning a full batch
+		// of frames each time cost it 14% of its CPU (profile).
+		chunk := min(len(e.tx), max(16, 2*e.lastTx))
+		k := e.link.ReserveTx(e.tx[:chunk])
 		if k == 0 {
 			e.Stats.TxShort.Add(1)
 			return sent
@@ -277,8 +283,10 @@ func (e *Engine) flush(now transport.Time) bool {
 			e.Stats.TxPackets.Add(uint64(n))
 			e.Stats.TxBatches.Add(1)
 		}
+		e.lastTx = n
 		if n < k {
 			return sent
 		}
 	}
+	return sent
 }

@@ -255,6 +255,13 @@ func (e *Endpoint) versionMismatch(from netip.Addr, pkt []byte) {
 	e.touch(c)
 }
 
+// HasOutput reports whether Transmit may have a packet now: a reply or a
+// connection with something owed is queued. It is cheap, so a driver can
+// skip reserving transmit buffers when nothing is owed.
+func (e *Endpoint) HasOutput() bool {
+	return e.replyHead < len(e.replies) || e.readyHead < len(e.ready)
+}
+
 // Transmit writes the next packet owed into buf (at least MaxPacket
 // bytes) and describes it; ok is false when nothing is owed now.
 func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
