@@ -135,7 +135,7 @@ func owner(pkt []byte, mask uint32) int {
 // other the packets of connections they do not own. Engine i must have
 // been built with an endpoint whose IDMask covers len(engines) and IDTag i.
 func ConnectEngines(engines []*Engine, slots int) {
-	mask := uint32(nextPow2(len(engines)) - 1)
+	mask := IDMask(len(engines))
 	for i, e := range engines {
 		e.index = i
 		e.idMask = mask
@@ -156,6 +156,10 @@ func ConnectEngines(engines []*Engine, slots int) {
 		}
 	}
 }
+
+// IDMask is the transport.Config.IDMask that engines of n queues use: the
+// low bits of a connection id that hold its owner's engine index.
+func IDMask(n int) uint32 { return uint32(nextPow2(n) - 1) }
 
 func nextPow2(v int) int {
 	n := 1

@@ -73,13 +73,7 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 	s := &c.snd
 	p := &s.paths[pid]
 	h := a.PathAckSeq()
-	frac := s.reorderFrac(c.ep.cfg.ReorderFraction)
-	delay := Time(s.rtt.lossDelay(frac, c.ep.cfg.InitialRTO))
-	if p.srtt > 0 {
-		// The path's own RTT: paths differ, and a slow path's packets
-		// are not late by the fast paths' measure.
-		delay = Time(float64(max(p.srtt, rtt)) * (1 + frac))
-	}
+	delay := c.pathLossDelay(p, rtt)
 	if p.lostMarks > 0 {
 		c.checkSpurious(p, a)
 	}
@@ -143,6 +137,20 @@ func (c *Conn) checkSpurious(p *sendPath, a wire.Ack) {
 			s.reoQuiet = 0
 		}
 	}
+}
+
+// pathLossDelay is how old a hole on p must be to count as lost: the
+// path's own RTT (the larger of its smoothed RTT and the sample rtt, when
+// given) plus the reorder fraction of it; the connection's loss delay
+// while the path has no RTT of its own. Paths differ, and a slow path's
+// packets are not late by the fast paths' measure.
+func (c *Conn) pathLossDelay(p *sendPath, rtt Duration) Time {
+	s := &c.snd
+	frac := s.reorderFrac(c.ep.cfg.ReorderFraction)
+	if p.srtt == 0 {
+		return Time(s.rtt.lossDelay(frac, c.ep.cfg.InitialRTO))
+	}
+	return Time(float64(max(p.srtt, rtt)) * (1 + frac))
 }
 
 // maxReoMult caps the reorder window at 4 times its base (with the 1/4
@@ -401,17 +409,13 @@ func (c *Conn) senderTimer(now Time) {
 	}
 	if s.lossDeadline != 0 && now >= s.lossDeadline {
 		s.lossDeadline = 0
-		frac := s.reorderFrac(cfg.ReorderFraction)
 		for pi := range s.paths {
 			p := &s.paths[pi]
 			if !p.haveAcked {
 				continue
 			}
 			// The same threshold the per-path scan uses (§8.3.2).
-			delay := Time(s.rtt.lossDelay(frac, cfg.InitialRTO))
-			if p.srtt > 0 {
-				delay = Time(float64(p.srtt) * (1 + frac))
-			}
+			delay := c.pathLossDelay(p, 0)
 			for seq := p.oldest; int32(seq-p.largestAcked) < 0; seq++ {
 				t := &p.ring[seq&p.mask]
 				if !t.live {

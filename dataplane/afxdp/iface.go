@@ -53,7 +53,7 @@ func OpenIface(cfg IfaceConfig) (_ *Iface, err error) {
 		return nil, fmt.Errorf("afxdp: %s has no Ethernet address", cfg.Name)
 	}
 	if !cfg.Local.IsValid() {
-		cfg.Local, err = pickAddr(ifi, cfg.IPv6)
+		cfg.Local, err = InterfaceAddr(ifi, cfg.IPv6)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,9 @@ func OpenIface(cfg IfaceConfig) (_ *Iface, err error) {
 	return fi, nil
 }
 
-func pickAddr(ifi *net.Interface, v6 bool) (netip.Addr, error) {
+// InterfaceAddr returns ifi's first global unicast address of the family
+// v6 selects: the address a backend binds when none is configured.
+func InterfaceAddr(ifi *net.Interface, v6 bool) (netip.Addr, error) {
 	addrs, err := ifi.Addrs()
 	if err != nil {
 		return netip.Addr{}, err

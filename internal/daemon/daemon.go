@@ -186,7 +186,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		tc.MTU = d.cfg.MTU
 		tc.Congestion = d.cfg.Congestion
 		if len(links) > 1 {
-			tc.IDMask, tc.IDTag = uint32(nextPow2(len(links))-1), uint32(i)
+			tc.IDMask, tc.IDTag = dataplane.IDMask(len(links)), uint32(i)
 		}
 		ep, err := transport.NewEndpoint(tc, local)
 		if err != nil {
@@ -211,14 +211,6 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		dataplane.ConnectEngines(es, 1024)
 	}
 	return ens, nil
-}
-
-func nextPow2(v int) int {
-	n := 1
-	for n < v {
-		n <<= 1
-	}
-	return n
 }
 
 // whyLink adds the reason for the backend choice to a link's Info.
@@ -277,18 +269,7 @@ func ifaceAddr(name string, v6 bool) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(ipn.IP); ok && ip.Unmap().Is6() == v6 && ip.IsGlobalUnicast() {
-				return ip.Unmap(), nil
-			}
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("interface %s has no global unicast address of the wanted family", name)
+	return afxdp.InterfaceAddr(ifi, v6)
 }
 
 var errBusy = errors.New("a generator run is already in progress on this engine")
