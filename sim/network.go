@@ -47,6 +47,8 @@ type LinkStats struct {
 	Packets, Bytes, Dropped, Reordered, Duplicated, Corrupted uint64
 	QueueDrops, Marked                                        uint64
 	MaxQueueBytes                                             int
+	// Queue is the backlog arriving packets found (rate-limited links).
+	Queue QueueHist
 }
 
 // Link is one direction between two hosts.
@@ -299,6 +301,7 @@ func (l *Link) carry(n *Network, from *Host, bi int32, size int, port uint16, t 
 		// An output-queued port: FIFO at the link rate. The backlog a
 		// packet finds is what the link still has to send when it comes.
 		q := l.Backlog(t)
+		l.Stats.Queue.Add(q)
 		if c.QueueBytes > 0 && q+size > c.QueueBytes {
 			l.Stats.QueueDrops++
 			n.release(bi)
