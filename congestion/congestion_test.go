@@ -200,14 +200,39 @@ func TestMetaroceCutsAtMostOncePerRTT(t *testing.T) {
 			t.Errorf("%s: %d cuts in 1 ms at srtt %v, want 1..%d", sig.name, d, srtt, most)
 		}
 	}
-	// Losses too.
+	// Losses beside a delay signal too.
 	s := newSender(t, "metaroce")
+	s.acks(1, 100*time.Nanosecond, 30*us, 0)
 	for i := 0; i < 1000; i++ {
 		s.wait(100 * time.Nanosecond)
 		s.cc.OnLoss(s.now, 4096)
 	}
-	if d := s.decreases(); d != 10 { // 100 us of losses at the 10 us base RTT
-		t.Errorf("%d cuts for 100 us of losses, want 10", d)
+	srtt := s.state().SRTT
+	if d, most := s.decreases(), uint64(100*us/srtt)+1; d == 0 || d > most {
+		t.Errorf("%d cuts for 100 us of congestive losses at srtt %v, want 1..%d", d, srtt, most)
+	}
+}
+
+func TestMetaroceIgnoresLossWithoutCongestion(t *testing.T) {
+	// Losses while RTTs sit at the base and nothing is marked are not
+	// the queue's doing (corruption, a bad path): no cut.
+	s := newSender(t, "metaroce")
+	w := s.cc.Window()
+	for i := 0; i < 1000; i++ {
+		s.acks(1, 100*time.Nanosecond, 10*us, 0)
+		s.cc.OnLoss(s.now, 4096)
+	}
+	if d := s.decreases(); d != 0 || s.cc.Window() < w {
+		t.Errorf("%d cuts, window %d from %d, for losses at the base RTT without marks", d, s.cc.Window(), w)
+	}
+	// The same losses with marks do cut.
+	s.acks(200, 100*time.Nanosecond, 10*us, 4096)
+	before := s.decreases()
+	s.cc.OnLoss(s.now, 4096)
+	s.wait(50 * us)
+	s.cc.OnLoss(s.now, 4096)
+	if s.decreases() == before {
+		t.Error("losses beside CE marks did not cut")
 	}
 }
 

@@ -254,10 +254,18 @@ func (f *FairShare) Stats() FairShareStats {
 	return s
 }
 
+// shareOf is e's hint. With DemandAware it is the water-filled share,
+// but never below the equal share: a sender using less than that is not
+// the one building the queue, and holding it to twice its recent rate
+// would only slow its next burst (a short message would leave at the
+// rate of the sender's average instead of at once). The hints may then
+// add up to more than the shared rate, by the low-demand senders' unused
+// equal shares, for as long as their bursts last; the senders' delay
+// and ECN loops absorb that.
 func (f *FairShare) shareOf(e *fsEntry) uint64 {
 	s := f.equal
 	if f.cfg.DemandAware {
-		s = e.share
+		s = max(e.share, f.equal)
 	}
 	return max(uint64(s), 1)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"time"
@@ -47,6 +48,9 @@ type LinkStats struct {
 	Packets, Bytes, Dropped, Reordered, Duplicated, Corrupted uint64
 	QueueDrops, Marked                                        uint64
 	MaxQueueBytes                                             int
+	// Carried counts the bytes, with WireOverhead, that the link put on
+	// the wire (after drops): its busy time is Carried x 8 / RateBps.
+	Carried uint64
 	// Queue is the backlog arriving packets found (rate-limited links).
 	Queue QueueHist
 }
@@ -315,9 +319,13 @@ func (l *Link) carry(n *Network, from *Host, bi int32, size int, port uint16, t 
 			l.Stats.MaxQueueBytes = q + size
 		}
 		start := max(t, l.busy)
-		l.busy = start + Time(float64((size+WireOverhead)*8)/c.RateBps*1e9)
+		// Rounded up to the nanosecond: truncating would let a port
+		// send a little faster than its rate (125.12 ns per 1564-byte
+		// frame at 100 Gb/s would become 125).
+		l.busy = start + Time(math.Ceil(float64((size+WireOverhead)*8)/c.RateBps*1e9))
 		t = l.busy
 	}
+	l.Stats.Carried += uint64(size + WireOverhead)
 	at := t + Time(c.Delay)
 	if c.Reorder > 0 && n.rng.Float64() < c.Reorder {
 		l.Stats.Reordered++

@@ -131,7 +131,7 @@ func (c *Conn) buildControl(now Time, buf []byte) int {
 		r.lastEntropy, r.lastPlane = p.entropy, uint8(int(p.id)%c.ep.cfg.Planes)
 		h := wire.AckHeader{DstConn: c.peerID, CumPSN: r.cum, PathID: p.id, CECount: p.ce,
 			PathAckSeq: p.highest, EchoPSN: p.echoPSN, EchoTimestamp: p.echoTS,
-			Credit: uint32(r.window), AckDelay: uint32(max(0, now-p.arrived))}
+			RateHint: c.rateHint(), Credit: uint32(r.window), AckDelay: uint32(max(0, now-p.arrived))}
 		for i := 0; i < wire.SackBytes; i++ {
 			h.Sack[i] = byte(p.bits[i/8] >> (8 * (i % 8)))
 		}
@@ -141,4 +141,16 @@ func (c *Conn) buildControl(now Time, buf []byte) int {
 		return wire.AckLen + wire.TrailerLen
 	}
 	return 0
+}
+
+// rateHint is the RateHint for c's next ack in Mb/s (§8.9): its fair
+// share of the downlink while at least two connections send to this
+// endpoint, else 0. A lone sender's own controller already finds the
+// downlink's rate, and a hint of 95% of the line rate would only cap it.
+func (c *Conn) rateHint() uint32 {
+	f := c.ep.fair
+	if f == nil || f.Active() < 2 || c.rcv.hint == 0 {
+		return 0
+	}
+	return uint32(max(c.rcv.hint/1e6, 1))
 }

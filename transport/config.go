@@ -18,13 +18,22 @@ type Config struct {
 	// transport: one path per connection, go-back-N, no repathing (§8.8).
 	Mode Mode
 	// Congestion names the congestion controller (congestion.Names):
-	// "none" (the default until the algorithms are tuned in the
-	// transport: issue 4), "metaroce", "receiver-hint" or "dcqcn".
+	// "none" (the send window alone; the default, for the reason at
+	// Defaults), "metaroce", "receiver-hint" or "dcqcn".
 	Congestion string
 	// LineRateBps, BaseRTT and InitialWindow (bytes) seed the controller.
+	// LineRateBps is also the downlink the receiver shares out in its
+	// rate hints.
 	LineRateBps   uint64
 	BaseRTT       Duration
 	InitialWindow int
+	// TargetQueue is the queueing delay the metaroce controller allows
+	// above the base RTT before it cuts: the delay target is the
+	// smaller of the measured minimum RTT and BaseRTT, plus TargetQueue
+	// (plus flow scaling). Software timestamps put the host's own delays
+	// (batching, scheduling) into every sample, so a software dataplane
+	// needs more than a NIC-timestamped fabric.
+	TargetQueue Duration
 	// MTU is the IP MTU of the links. The payload per packet is derived
 	// from it for the worst case (IPv6): MTU - 40 (IPv6) - 8 (UDP) -
 	// 64 (data header) - 4 (CRC32C).
@@ -111,6 +120,11 @@ type Config struct {
 	// a multi-queue interface its own tag, so connection ids say which
 	// engine owns them.
 	IDMask, IDTag uint32
+	// RateHint is what the receiver puts in the RateHint field of its
+	// acks (§5.1, §8.9): RateHintFair (the default) a max-min fair share
+	// of LineRateBps among the connections sending to this endpoint,
+	// whenever more than one is; RateHintOff always 0.
+	RateHint string
 	// Seed seeds connection ids, initial PSNs and entropy values (the
 	// cookie secret always comes from crypto/rand). Zero means "use
 	// crypto/rand"; the simulator sets it so runs are deterministic.
@@ -120,14 +134,19 @@ type Config struct {
 // Defaults are the values Validate fills in. Each has its reason:
 var Defaults = Config{
 	Mode: ModeMetaRoCE,
-	// No congestion control until the algorithms are tuned inside the
-	// transport (issue 4): the fluid-model tuning of congestion/ cuts
-	// on random loss, which a lossy fabric must not do.
+	// None: the send window alone. The controllers need RTT samples
+	// whose host part is small beside the fabric's queueing (NIC
+	// timestamps, or the simulator, which defaults to metaroce and where
+	// it beats dcqcn and none on every figure: docs/sim.md). A software
+	// dataplane timestamps in the engine, whose wake-up latency grows as
+	// its rate falls; measured over the in-memory link, every controller
+	// there cut itself to a standstill (docs/spec.md §8.9.4).
 	Congestion:    CongestionNone,
 	LineRateBps:   100e9,                 // a 100 Gb/s NIC, the commodity AI-cluster port today
 	BaseRTT:       10 * time.Microsecond, // one switch hop and two NIC traversals
 	InitialWindow: 16 * 1024,             // a few packets: 32 senders x 16 KiB fit any switch buffer
-	MTU:           1500,                  // what a commodity Ethernet fabric runs unless told otherwise
+	TargetQueue:   congestion.Defaults.Metaroce.TargetQueue,
+	MTU:           1500, // what a commodity Ethernet fabric runs unless told otherwise
 	// 16 paths: on an 8-way ECMP stage each uplink is left unused with
 	// probability (7/8)^16 ~ 0.12 and about 2 entropy values share one;
 	// more paths spread better but each sees fewer packets per RTT for
@@ -168,7 +187,16 @@ var Defaults = Config{
 	Port:             wire.DefaultPort,
 	EntropyMin:       49152, // the IANA dynamic range, where ephemeral ports live anyway
 	EntropyMax:       65535,
+	// Receivers hint fair shares: the hint settles an incast in one or
+	// two RTTs, faster than any sender-side loop can (§8.9).
+	RateHint: RateHintFair,
 }
+
+// Receiver rate hint policies (Config.RateHint).
+const (
+	RateHintFair = "fair"
+	RateHintOff  = "off"
+)
 
 // CongestionNone is no congestion control: the send window alone.
 const CongestionNone = "none"
@@ -226,7 +254,20 @@ func (c *Config) Validate() error {
 	if c.LineRateBps == 0 {
 		c.LineRateBps = d.LineRateBps
 	}
+	switch c.RateHint {
+	case "":
+		// The go-back-N baseline is classic RoCE, whose receivers hint
+		// nothing (DCQCN ignores the field anyway).
+		c.RateHint = d.RateHint
+		if c.Mode == ModeRoCEv2 {
+			c.RateHint = RateHintOff
+		}
+	case RateHintFair, RateHintOff:
+	default:
+		bad("rate hint %q: want %q or %q", c.RateHint, RateHintFair, RateHintOff)
+	}
 	defd(&c.BaseRTT, d.BaseRTT)
+	defd(&c.TargetQueue, d.TargetQueue)
 	def(&c.InitialWindow, d.InitialWindow)
 	def(&c.MTU, d.MTU)
 	def(&c.Paths, d.Paths)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -267,4 +268,14 @@ func (c *Conn) fail(st Status, err error) {
 func (c *Conn) flush(st Status) {
 	c.snd.flush(c, st)
 	c.rcv.flush(c, st)
+}
+
+// Congestion returns a snapshot of the connection's congestion controller
+// (window, rate, target, last signals); ok is false when it has none
+// (Config.Congestion "none"). Call on the owner.
+func (c *Conn) Congestion() (st congestion.State, ok bool) {
+	if c.snd.cc == nil {
+		return st, false
+	}
+	return c.snd.cc.State(), true
 }

@@ -50,6 +50,10 @@ type Endpoint struct {
 
 	stats Stats
 
+	// fair shares LineRateBps among the connections sending to this
+	// endpoint, for the rate hint in their acks (nil: RateHintOff).
+	fair *congestion.FairShare
+
 	// initialPSN picks a connection's first PSN; tests replace it to
 	// exercise wraparound.
 	initialPSN func() wire.PSN
@@ -91,6 +95,14 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 		return nil, err
 	}
 	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
+	if cfg.RateHint == RateHintFair {
+		fs, err := congestion.NewFairShare(congestion.FairShareConfig{LineRate: cfg.LineRateBps,
+			MaxSenders: min(cfg.MaxConns, 1024), DemandAware: true})
+		if err != nil {
+			return nil, err
+		}
+		e.fair = fs
+	}
 	return e, nil
 }
 
@@ -160,6 +172,7 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 		cc.InitialWindow = min(cc.MaxWindow, max(cc.MSS, cfg.InitialWindow))
 		cc.LineRate = cfg.LineRateBps
 		cc.BaseRTT = cfg.BaseRTT
+		cc.Metaroce.TargetQueue = cfg.TargetQueue
 		// Validated at NewEndpoint: cannot fail here.
 		c.snd.cc, _ = congestion.New(cfg.Congestion, cc)
 	}
@@ -169,6 +182,9 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 // release forgets a connection that has closed or failed.
 func (e *Endpoint) release(c *Conn) {
 	delete(e.conns, c.localID)
+	if e.fair != nil {
+		e.fair.Remove(uint64(c.localID))
+	}
 	if k := (peerKey{c.peer, c.peerID}); e.byPeer[k] == c {
 		delete(e.byPeer, k)
 	}
@@ -283,6 +299,9 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 		c.inReady = false
 		n, pi, ctl := c.build(now, buf)
 		if n == 0 {
+			// Held back (by the pacer, say): the deadline that will
+			// release it may be new, so the timer heap must know it.
+			e.reschedule(c)
 			continue
 		}
 		d := Datagram{Dst: c.peer, SrcPort: e.cfg.EntropyMin, Len: n, Control: ctl}

@@ -363,6 +363,11 @@ func (c *Conn) pathTick(now Time) Time {
 			next = t
 		}
 	}
+	// The slow loop (§8.9.2): the controller's time-driven state moves
+	// on the same tick that re-weights the paths.
+	if s.cc != nil {
+		s.cc.OnTick(int64(now))
+	}
 	if !c.healthOn() {
 		return 0
 	}

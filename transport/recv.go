@@ -74,6 +74,10 @@ type receiver struct {
 	lastEntropy uint16
 	lastPlane   uint8
 
+	// hint is this connection's share of the downlink, bits/s, as of
+	// its latest accepted packet (0: none computed yet).
+	hint uint64
+
 	// go-back-N (rocev2 mode): a SEQUENCE NACK was sent for this cum.
 	seqNakSent bool
 	seqNakCum  wire.PSN
@@ -207,6 +211,9 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	}
 	r.setBit(psn)
 	r.advance()
+	if e.fair != nil {
+		r.hint = e.fair.Observe(int64(now), uint64(c.localID), d.PayloadLen())
+	}
 	p := r.path(pid)
 	p.record(now, d.PathSeq(), psn, d.Timestamp(), ce)
 	p.entropy = srcPort

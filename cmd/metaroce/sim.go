@@ -15,7 +15,17 @@ import (
 func runSim(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	var (
-		scenario    = fs.String("scenario", "lossy", "scenario: lossy, failover or degraded")
+		scenario    = fs.String("scenario", "lossy", "scenario: lossy, failover, degraded, incast, fairness or mixed")
+		ccName      = fs.String("cc", "", "incast/fairness/mixed: congestion control, a comma-separated list, or all (default metaroce; dcqcn with -transport rocev2)")
+		senders     = fs.Int("senders", 32, "incast: senders writing to one receiver at once")
+		flows       = fs.Int("flows", 4, "fairness: flows joining one after another; mixed: long flows")
+		rounds      = fs.Int("rounds", 1, "incast: rounds (each starts when the previous one completed)")
+		joinUs      = fs.Float64("join-every-us", 500, "fairness: one flow joins every this many microseconds")
+		shortSize   = fs.Int("short-size", 4096, "mixed: bytes per short message")
+		shortUs     = fs.Float64("short-every-us", 20, "mixed: mean gap between short messages (Poisson), microseconds")
+		durationUs  = fs.Float64("duration-us", 2000, "fairness (after the last join), mixed: run length, microseconds")
+		queueBytes  = fs.Int("queue-bytes", sim.CCDefaults.QueueBytes, "incast/fairness/mixed: switch port buffer, bytes")
+		ecnBytes    = fs.Int("ecn-bytes", sim.CCDefaults.ECNBytes, "incast/fairness/mixed: ECN marking threshold, bytes")
 		tmode       = fs.String("transport", "metaroce", "transport mode: metaroce or rocev2 (the one-path, go-back-N baseline)")
 		fail        = fs.Int("fail", 2, "failover: paths blackholed at -fail-at-us")
 		failAt      = fs.Float64("fail-at-us", 2000, "failover/degraded: when the fault happens, microseconds")
@@ -45,7 +55,26 @@ func runSim(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch *scenario {
+	case "incast", "fairness", "mixed":
+		ccs, err := ccList(*ccName)
+		if err != nil {
+			return err
+		}
+		cfg := sim.CCConfig{Scenario: *scenario, Senders: *senders, Rounds: *rounds,
+			JoinEvery: time.Duration(*joinUs * 1e3), ShortSize: *shortSize, ShortEvery: time.Duration(*shortUs * 1e3),
+			Duration: time.Duration(*durationUs * 1e3), RateBps: *rate * 1e9, HopDelay: time.Duration(*delayUs * 1e3),
+			QueueBytes: *queueBytes, ECNBytes: *ecnBytes, Loss: *loss, Seed: *seed, Limit: *limit,
+			Transport: transport.Config{MTU: *mtu, Paths: *paths, Mode: transport.Mode(*tmode)}}
+		if *scenario != "incast" {
+			cfg.Senders = *flows
+		}
+		if set["size"] {
+			cfg.Size = *size // else the scenario's own default
+		}
+		return runCC(out, *asJSON, ccs, cfg)
 	case "lossy":
 	case "failover", "degraded":
 		return runMultipath(out, *asJSON, sim.MultipathConfig{Scenario: *scenario, Paths: orDefault(*paths, 8),

@@ -156,9 +156,9 @@ func Defaults() Config {
 		Port:           wire.DefaultPort,
 		MTU:            transport.Defaults.MTU,
 		Paths:          transport.Defaults.Paths,
-		Congestion:     transport.Defaults.Congestion, // "none" until issue 4 tunes the controllers in the transport
-		DSCPData:       26,                            // AF31: where RoCE fabrics conventionally queue RDMA data (ECN, PFC)
-		DSCPControl:    48,                            // CS6: where RoCE fabrics put CNPs, ahead of the data they pace
+		Congestion:     transport.Defaults.Congestion,
+		DSCPData:       26, // AF31: where RoCE fabrics conventionally queue RDMA data (ECN, PFC)
+		DSCPControl:    48, // CS6: where RoCE fabrics put CNPs, ahead of the data they pace
 		ControlSocket:  "/run/metaroced/control.sock",
 		SocketMode:     0o660,            // owner and group: put applications in socket_group
 		MetricsAddress: "127.0.0.1:9473", // loopback: counters are not for the world; 94xx is where exporters live

@@ -99,6 +99,8 @@ type fileTransport struct {
 	LineRateBps   leaf[uint64]        `yaml:"line_rate_bps"`
 	BaseRTT       leaf[time.Duration] `yaml:"base_rtt"`
 	InitialWindow leaf[int]           `yaml:"initial_window"`
+	TargetQueue   leaf[time.Duration] `yaml:"target_queue"`
+	RateHint      leaf[string]        `yaml:"rate_hint"`
 }
 
 // leaf is one scalar (or list of scalars) of the file. A key with no value
@@ -314,6 +316,8 @@ func (f *fileConfig) apply(c *Config, source string) error {
 	set(&t.LineRateBps, ft.LineRateBps)
 	set(&t.BaseRTT, ft.BaseRTT)
 	set(&t.InitialWindow, ft.InitialWindow)
+	set(&t.TargetQueue, ft.TargetQueue)
+	set(&t.RateHint, ft.RateHint)
 	return errors.Join(errs...)
 }
 
