@@ -57,10 +57,11 @@ type Engine struct {
 	driver Driver
 	epoch  time.Time
 
-	rx   []RxPacket
-	tx   []TxPacket
-	cqes []transport.Completion
-	cmds chan func(now transport.Time)
+	rx      []RxPacket
+	tx      []TxPacket
+	cqes    []transport.Completion
+	cmds    chan func(now transport.Time)
+	stopped chan struct{} // closed when Run returns
 
 	// Multi-queue hand-off (mailbox.go); nil for a lone engine.
 	index  int
@@ -70,6 +71,10 @@ type Engine struct {
 	inbox  func(s *mailSlot)
 	now    transport.Time
 	lastTx int // packets the last TX batch carried (sizes the next reservation)
+
+	// Sleeping on the link and a Sleeper driver's eventfd (sleep).
+	pfds [2]unix.PollFd
+	pts  unix.Timespec
 
 	Stats EngineStats
 }
@@ -94,6 +99,7 @@ func NewEngine(cfg EngineConfig, link Link, ep *transport.Endpoint, d Driver) *E
 		cfg: cfg, link: link, ep: ep, driver: d, epoch: time.Now(),
 		rx: make([]RxPacket, cfg.Batch), tx: make([]TxPacket, cfg.Batch),
 		cqes: make([]transport.Completion, cfg.Batch), cmds: make(chan func(transport.Time), 16),
+		stopped: make(chan struct{}),
 	}
 }
 
@@ -114,17 +120,26 @@ func (e *Engine) Do(ctx context.Context, f func(now transport.Time)) error {
 	case e.cmds <- func(now transport.Time) { f(now); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-e.stopped:
+		return ErrStopped
 	}
 	select {
 	case <-done:
 		return nil
+	case <-e.stopped:
+		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// ErrStopped is Do's answer once Run has returned.
+var ErrStopped = errors.New("engine stopped")
+
 // Run loops until ctx is done. It locks the goroutine to its OS thread.
+// An engine runs once: when Run returns, Do fails with ErrStopped.
 func (e *Engine) Run(ctx context.Context) error {
+	defer close(e.stopped)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if e.cfg.PinSet && e.cfg.CPU >= 0 {
@@ -163,8 +178,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			sleep = min(sleep, max(0, time.Duration(next-now)))
 		}
 		if sleep > 0 {
-			e.Stats.Sleeps.Add(1)
-			if err := e.link.Poll(sleep); err != nil && !errors.Is(err, errInterrupted) {
+			if err := e.sleep(sleep); err != nil {
 				return err
 			}
 		}
@@ -175,6 +189,70 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 var errInterrupted = errors.New("interrupted")
+
+// Sleeper is a Driver with a wake-up source of its own: applications'
+// send queues, say, whose producers ring one eventfd when the engine asked
+// to be woken (ring's need-wakeup protocol). Before the engine sleeps it
+// calls PrepareSleep, which arms the driver's queues and reports false if
+// work arrived meanwhile (the engine then goes round again); it sleeps on
+// the link and on WakeFD together; afterwards it calls Woke, which clears
+// the eventfd and disarms the queues.
+type Sleeper interface {
+	Driver
+	PrepareSleep() bool
+	WakeFD() int
+	Woke()
+}
+
+// PollFDer is a Link whose readiness one descriptor shows, so the engine
+// can sleep on it and a driver's eventfd in one ppoll. ready reports
+// packets the link already holds (Poll would return at once): the engine
+// then does not sleep.
+type PollFDer interface {
+	PollFD() (fd int, ready bool)
+}
+
+// wakeFallback bounds a sleep on a link that cannot be polled beside a
+// driver's eventfd (the in-memory link): the driver's work then waits
+// for the timeout instead of a wakeup.
+const wakeFallback = 50 * time.Microsecond
+
+// sleep blocks for at most d, on the link and, for a Sleeper driver, on
+// its eventfd.
+func (e *Engine) sleep(d time.Duration) error {
+	s, ok := e.driver.(Sleeper)
+	if !ok {
+		e.Stats.Sleeps.Add(1)
+		if err := e.link.Poll(d); err != nil && !errors.Is(err, errInterrupted) {
+			return err
+		}
+		return nil
+	}
+	if !s.PrepareSleep() {
+		s.Woke()
+		return nil
+	}
+	e.Stats.Sleeps.Add(1)
+	defer s.Woke()
+	lp, ok := e.link.(PollFDer)
+	if !ok {
+		if err := e.link.Poll(min(d, wakeFallback)); err != nil && !errors.Is(err, errInterrupted) {
+			return err
+		}
+		return nil
+	}
+	fd, ready := lp.PollFD()
+	if ready {
+		return nil
+	}
+	e.pfds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	e.pfds[1] = unix.PollFd{Fd: int32(s.WakeFD()), Events: unix.POLLIN}
+	e.pts = unix.NsecToTimespec(int64(d))
+	if _, err := unix.Ppoll(e.pfds[:], &e.pts, nil); err != nil && err != unix.EINTR {
+		return fmt.Errorf("engine: poll: %w", err)
+	}
+	return nil
+}
 
 // iterate is one loop iteration; it reports whether anything happened.
 func (e *Engine) iterate(now transport.Time) bool {

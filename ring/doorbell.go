@@ -288,3 +288,33 @@ func (c *Consumer) wait(ctx context.Context, bell *Doorbell, deadline time.Time)
 		// after we found data last time) only costs a turn.
 	}
 }
+
+// Arm is the first half of wait for a consumer that sleeps on something
+// other than one ring (an engine serving many queue pairs sleeps on one
+// eventfd that all their producers ring): it sets the need-wakeup flag
+// and then looks at the ring. If it reports ready, the ring has slots and
+// the caller must not sleep (Disarm it); otherwise every later Commit's
+// Notify rings the bell. Call Disarm after the sleep either way.
+func (c *Consumer) Arm() (ready bool, err error) {
+	if a, err := c.Available(); err != nil || a > 0 {
+		return true, err
+	}
+	atomic.StoreUint32(c.flagWord, 1)
+	a, err := c.load()
+	return err != nil || a > 0, err
+}
+
+// Disarm clears the need-wakeup flag, so a busy consumer's producer makes
+// no syscalls.
+func (c *Consumer) Disarm() { atomic.StoreUint32(c.flagWord, 0) }
+
+// Clear resets the count of a doorbell made by NewDoorbell (whose eventfd
+// is non-blocking) without waiting: for an owner that polls the eventfd
+// itself, beside other descriptors, and must not find it readable again.
+func (d *Doorbell) Clear() {
+	for {
+		if _, err := unix.Read(d.fd, d.buf[:]); err != unix.EINTR {
+			return
+		}
+	}
+}

@@ -94,6 +94,10 @@ func (c *Conn) State() State { return c.state }
 func (c *Conn) LocalID() uint32 { return c.localID }
 func (c *Conn) PeerID() uint32  { return c.peerID }
 
+// Service is the service the connection was made for (§7.2): the one
+// Connect named, or the one the peer's CONNECT asked for.
+func (c *Conn) Service() uint32 { return c.service }
+
 // Peer returns the peer's address.
 func (c *Conn) Peer() netip.Addr { return c.peer }
 

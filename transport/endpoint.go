@@ -118,6 +118,10 @@ func (e *Endpoint) MaxPacket() int { return wire.DataLen + e.cfg.MaxPayload() + 
 // Listen accepts connections for service; their RMA keys resolve in mem.
 func (e *Endpoint) Listen(service uint32, mem Memory) { e.services[service] = mem }
 
+// Unlisten stops accepting connections for service; connections already
+// made keep their Memory until they close.
+func (e *Endpoint) Unlisten(service uint32) { delete(e.services, service) }
+
 // Conns returns the number of connections.
 func (e *Endpoint) Conns() int { return len(e.conns) }
 

@@ -223,6 +223,10 @@ func (l *Link) SubmitTx(batch []dataplane.TxPacket) error {
 	return err
 }
 
+// PollFD is the socket, for an engine that sleeps on it beside other
+// descriptors (dataplane.PollFDer).
+func (l *Link) PollFD() (int, bool) { return l.sock.FD(), false }
+
 func (l *Link) Poll(timeout time.Duration) error {
 	_, err := l.sock.Wait(timeout, false)
 	return err

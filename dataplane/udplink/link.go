@@ -252,6 +252,11 @@ func (l *Link) Offloads() (gso, gro bool) { return l.gso.Load(), l.gro }
 // LocalAddr is the address and port the socket is bound to.
 func (l *Link) LocalAddr() netip.AddrPort { return netip.AddrPortFrom(l.cfg.Local, l.cfg.Port) }
 
+// PollFD is the socket, for an engine that sleeps on it beside other
+// descriptors (dataplane.PollFDer); ready while datagrams of an earlier
+// recvmmsg wait to be handed out.
+func (l *Link) PollFD() (int, bool) { return l.fd, l.rx.pending() }
+
 // Poll blocks until the socket is readable or timeout passes, in one ppoll
 // (so sub-millisecond timeouts are honoured). A timeout of 0 returns at
 // once; a negative one waits for ever. It returns at once, without a

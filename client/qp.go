@@ -1,0 +1,309 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/ring"
+)
+
+// QPOptions size a queue pair (zero: the daemon's defaults).
+type QPOptions struct {
+	SQSlots, CQSlots int // powers of two
+	Engine           int // which of the daemon's engines (interface queues) serves it
+}
+
+// QP is a queue pair: a send queue of work requests and a completion
+// queue, both shared with the daemon's engine. Use it from one goroutine.
+type QP struct {
+	c          *Client
+	Num        uint32     // the number a peer connects to
+	Local      netip.Addr // the engine's address (what a peer connects to)
+	MaxPayload int        // payload bytes per packet on this engine
+
+	sq, cq *ring.Ring
+	sqp    *ring.Producer
+	cqc    *ring.Consumer
+	sqBell *ring.Doorbell
+	cqBell *ring.Doorbell
+}
+
+// CreateQP makes a queue pair.
+func (c *Client) CreateQP(o QPOptions) (*QP, error) {
+	var r proto.Response
+	files, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpCreateQP}, SQSlots: o.SQSlots,
+		CQSlots: o.CQSlots, Engine: o.Engine}, &r)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(files)
+	if len(files) != 4 {
+		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 4", ErrDaemonError, len(files))
+	}
+	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload}
+	q.Local, _ = netip.ParseAddr(r.Local)
+	if err := q.attach(files); err != nil {
+		q.release()
+		return nil, err
+	}
+	return q, nil
+}
+
+// attach maps the rings and opens the doorbells, each on a duplicate of
+// the passed descriptor (files are closed by the caller).
+func (q *QP) attach(files []*os.File) error {
+	dup := func(f *os.File) (int, error) { return unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0) }
+	var err error
+	fd, err := dup(files[0])
+	if err != nil {
+		return err
+	}
+	if q.sq, err = ring.Attach(fd); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("metaroce: send queue: %w", err)
+	}
+	if fd, err = dup(files[1]); err != nil {
+		return err
+	}
+	if q.cq, err = ring.Attach(fd); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("metaroce: completion queue: %w", err)
+	}
+	if q.sq.SlotSize() < proto.WRSize || q.cq.SlotSize() < proto.CQESize {
+		return fmt.Errorf("%w: ring slots %d/%d bytes", ErrDaemonError, q.sq.SlotSize(), q.cq.SlotSize())
+	}
+	for i, b := range []**ring.Doorbell{&q.sqBell, &q.cqBell} {
+		if fd, err = dup(files[2+i]); err != nil {
+			return err
+		}
+		if *b, err = ring.OpenDoorbell(fd); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	q.sqp, q.cqc = q.sq.Producer(), q.cq.Consumer()
+	return nil
+}
+
+func (q *QP) release() {
+	for _, r := range []*ring.Ring{q.sq, q.cq} {
+		if r != nil {
+			r.Close()
+		}
+	}
+	for _, b := range []*ring.Doorbell{q.sqBell, q.cqBell} {
+		if b != nil {
+			b.Close()
+		}
+	}
+}
+
+// Connect connects the queue pair to queue pair remote on peer, waiting
+// until the connection is up, ctx ends, or the transport gives up.
+func (q *QP) Connect(ctx context.Context, peer netip.Addr, remote uint32) error {
+	req := proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: q.Num, Peer: peer.String(), RemoteQPN: remote}
+	if d, ok := ctx.Deadline(); ok {
+		req.TimeoutMS = max(1, int(time.Until(d)/time.Millisecond))
+	}
+	var r proto.Response
+	_, err := q.c.do(req, &r)
+	return err
+}
+
+// Accept waits until a remote queue pair connects to this one, and
+// returns its address.
+func (q *QP) Accept(ctx context.Context) (netip.Addr, error) {
+	for {
+		req := proto.Request{Header: proto.Header{Op: proto.OpAccept}, QPN: q.Num, TimeoutMS: 1000}
+		if d, ok := ctx.Deadline(); ok {
+			req.TimeoutMS = max(1, min(1000, int(time.Until(d)/time.Millisecond)))
+		}
+		var r proto.Response
+		_, err := q.c.do(req, &r)
+		if err == nil {
+			a, perr := netip.ParseAddr(r.Peer)
+			if perr != nil {
+				return netip.Addr{}, fmt.Errorf("%w: accept: peer %q", ErrDaemonError, r.Peer)
+			}
+			return a, nil
+		}
+		// The daemon answers a wait that timed out with connect_failed;
+		// a context that has not ended asks again (short waits keep the
+		// session's request loop responsive).
+		if !errors.Is(err, ErrConnect) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return netip.Addr{}, ctx.Err()
+			}
+			return netip.Addr{}, err
+		}
+	}
+}
+
+// Destroy closes the queue pair's connection and frees it in the daemon.
+func (q *QP) Destroy() error {
+	var r proto.Response
+	_, err := q.c.do(proto.Request{Header: proto.Header{Op: proto.OpDestroyQP}, QPN: q.Num}, &r)
+	q.release()
+	return err
+}
+
+// WR is one work request for Post. For WRITE, READ and SEND, the local
+// bytes are [LocalOff, LocalOff+Length) of Local; for WRITE and READ the
+// remote ones start at RemoteAddr under RemoteKey.
+type WR struct {
+	Op         Op
+	WRID       uint64
+	Stream     uint16
+	Local      *MR
+	LocalOff   int
+	Length     int
+	RemoteAddr uint64
+	RemoteKey  uint32
+	Imm        uint32
+}
+
+// Op is a work request's operation.
+type Op uint8
+
+const (
+	OpWrite    = Op(proto.WRWrite)
+	OpWriteImm = Op(proto.WRWriteImm)
+	OpRead     = Op(proto.WRRead)
+	OpSend     = Op(proto.WRSend)
+	OpSendImm  = Op(proto.WRSendImm)
+	OpRecv     = Op(proto.WRRecv)
+)
+
+// Post puts work requests on the send queue and wakes the engine if it
+// sleeps. It posts as many as fit and returns how many; ErrSQFull if none
+// did. Every request posted completes once (PollCQ).
+func (q *QP) Post(wrs ...WR) (int, error) {
+	if q.c.goneFlag.Load() {
+		return 0, ErrDaemonGone
+	}
+	first, got, err := q.sqp.Reserve(uint32(len(wrs)))
+	if err != nil {
+		return 0, err
+	}
+	n := uint32(0)
+	for ; n < got; n++ {
+		w := &wrs[n]
+		if w.Local == nil {
+			err = fmt.Errorf("%w: work request without a local region", ErrOutOfRange)
+			break
+		}
+		la, aerr := w.Local.addr(w.LocalOff, w.Length)
+		if aerr != nil {
+			err = aerr
+			break
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
+			Length: uint32(w.Length), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
+		pw.Put(q.sqp.Slot(first + n))
+	}
+	q.sqp.Commit(n) // Commit(0) gives an unused reservation back
+	if n > 0 {
+		if _, nerr := q.sqp.Notify(q.sqBell); nerr != nil && err == nil {
+			err = nerr
+		}
+	}
+	if err != nil {
+		return int(n), err
+	}
+	if n == 0 && len(wrs) > 0 {
+		return 0, ErrSQFull
+	}
+	return int(n), nil
+}
+
+// PostWrite posts an RDMA WRITE of local[off:off+n] to raddr under rkey.
+func (q *QP) PostWrite(wrid uint64, local *MR, off, n int, raddr uint64, rkey uint32) error {
+	return q.post1(WR{Op: OpWrite, WRID: wrid, Local: local, LocalOff: off, Length: n, RemoteAddr: raddr, RemoteKey: rkey})
+}
+
+// PostWriteImm is PostWrite with immediate data, which completes at the
+// peer as a RecvWriteImm completion.
+func (q *QP) PostWriteImm(wrid uint64, local *MR, off, n int, raddr uint64, rkey uint32, imm uint32) error {
+	return q.post1(WR{Op: OpWriteImm, WRID: wrid, Local: local, LocalOff: off, Length: n, RemoteAddr: raddr, RemoteKey: rkey, Imm: imm})
+}
+
+// PostRead posts an RDMA READ of n bytes at raddr (rkey) into local[off:].
+func (q *QP) PostRead(wrid uint64, local *MR, off, n int, raddr uint64, rkey uint32) error {
+	return q.post1(WR{Op: OpRead, WRID: wrid, Local: local, LocalOff: off, Length: n, RemoteAddr: raddr, RemoteKey: rkey})
+}
+
+// PostSend posts a SEND of local[off:off+n], consumed by the peer's next
+// posted receive.
+func (q *QP) PostSend(wrid uint64, local *MR, off, n int) error {
+	return q.post1(WR{Op: OpSend, WRID: wrid, Local: local, LocalOff: off, Length: n})
+}
+
+// PostRecv posts a receive buffer local[off:off+n] for the peer's SENDs.
+func (q *QP) PostRecv(wrid uint64, local *MR, off, n int) error {
+	return q.post1(WR{Op: OpRecv, WRID: wrid, Local: local, LocalOff: off, Length: n})
+}
+
+func (q *QP) post1(w WR) error {
+	_, err := q.Post(w)
+	return err
+}
+
+// PollCQ takes up to len(dst) completions without blocking.
+func (q *QP) PollCQ(dst []Completion) (int, error) {
+	first, got, err := q.cqc.Peek(uint32(len(dst)))
+	if err != nil {
+		return 0, err
+	}
+	for i := range got {
+		c, ok := proto.ParseCQE(q.cqc.Slot(first + i))
+		if !ok {
+			q.cqc.Release(i)
+			return int(i), fmt.Errorf("%w: malformed completion", ErrDaemonError)
+		}
+		dst[i] = Completion{WRID: c.WRID, Op: CompletionOp(c.Op), Status: Status(c.Status), Bytes: int(c.Bytes),
+			Imm: c.Imm, HasImm: c.HasImm, Stream: c.Stream}
+	}
+	q.cqc.Release(got)
+	if got == 0 && q.c.goneFlag.Load() {
+		return 0, ErrDaemonGone
+	}
+	return int(got), nil
+}
+
+// WaitCQ blocks until at least one completion is there, ctx ends, or the
+// daemon goes, then takes up to len(dst). It spins briefly first (a
+// completion due within microseconds is cheaper to spin for than to
+// sleep for), then sleeps on the completion queue's doorbell.
+func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
+	for i := 0; i < 200; i++ {
+		if n, err := q.PollCQ(dst); n > 0 || err != nil {
+			return n, err
+		}
+	}
+	wctx, cancel := q.c.goneCtx(ctx)
+	defer cancel()
+	for {
+		if n, err := q.PollCQ(dst); n > 0 || err != nil {
+			return n, err
+		}
+		if err := q.cqc.WaitContext(wctx, q.cqBell); err != nil {
+			if q.c.goneFlag.Load() {
+				if n, _ := q.PollCQ(dst); n > 0 {
+					return n, nil
+				}
+				return 0, ErrDaemonGone
+			}
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, err
+		}
+	}
+}

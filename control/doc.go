@@ -1,0 +1,50 @@
+// Package control is metaroced's side of the application interface:
+// sessions on the control socket, memory registration, and queue pairs
+// whose send and completion queues are shared-memory rings (ring/) that the
+// engines serve directly.
+//
+// # Sessions
+//
+// Every connection to the control socket (SOCK_SEQPACKET, control/proto)
+// is a session: a protection domain that owns memory regions and queue
+// pairs. The kernel names the caller (SO_PEERCRED), the socket's mode and
+// group say who may connect at all, and config.Limits bound what one
+// session may hold. When the socket closes, for any reason including
+// SIGKILL, the session is reclaimed: its queue pairs' connections are
+// closed, their services withdrawn, its regions removed from every
+// engine's tables at once (so no packet can reach them from then on), and
+// the mappings unmapped once every connection that might still name them
+// has closed.
+//
+// # Memory
+//
+// An application registers a range of a memfd it created and sealed
+// against shrinking (F_SEAL_SHRINK, checked): the daemon maps the same
+// file, so a client cannot truncate it under the daemon and make it fault.
+// Each region gets one 32-bit key, used as lkey and rkey, drawn from
+// crypto/rand and never handed out again while it is in use or among the
+// last QuarantineKeys released, so a stale key names nothing rather than
+// someone else's memory. A key is found only in the session's own table
+// (transport.Memory per session and engine), so a key of another session
+// is as unknown as a forged one.
+//
+// # Queue pairs and the engines
+//
+// A queue pair lives on one engine. Its send queue carries work requests
+// (proto.WR, 64-byte slots) from the application to the engine; its
+// completion queue carries completions (proto.CQE, 32 bytes) back. The
+// engine's Driver (EngineDriver) drains every send queue in batches on
+// the engine goroutine, resolves lkeys in the session's table (no lock:
+// the table belongs to that engine), and posts to the transport, which
+// copies from the region into the packet and from the packet into the
+// region: the one copy each way. Completions go into the completion
+// queue as the transport delivers them; the engine rings the
+// application's doorbell only if it asked to be woken (ring's need-wakeup
+// protocol). An engine about to sleep arms every send queue and sleeps on
+// one eventfd that all of its queue pairs' producers ring.
+//
+// A queue pair's number is the transport service its peer connects to:
+// Connect makes the transport connection to (peer, remote QPN); a queue
+// pair that has not connected accepts the first connection made to its
+// number, and Accept waits for it.
+package control

@@ -1,0 +1,342 @@
+package control
+
+import (
+	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/ring"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// wrBatch is how many work requests one Step takes from one send queue:
+// the engine's packet batch, so one queue cannot starve the others or the
+// wire for long.
+const wrBatch = 64
+
+// EngineDriver is the engine side of the application interface: a
+// dataplane.Sleeper that serves the queue pairs placed on one engine. Every
+// field is owned by the engine goroutine; the Server reaches them only
+// through Engine.Do. Completions of connections that are not a queue
+// pair's go to Inner (the daemon's traffic generator, say).
+type EngineDriver struct {
+	Inner dataplane.Driver
+
+	qps    []*qp                   // served queue pairs, in creation order
+	byConn map[*transport.Conn]*qp // connection -> its queue pair
+	byQPN  map[uint32]*qp          // for connections accepted on a QP's number
+	// gone holds connections of queue pairs already freed: their last
+	// completions (the flush, OpClosed) are dropped, not misrouted.
+	gone   map[*transport.Conn]bool
+	tables map[*session]*transport.MemoryTable
+	wake   *ring.Doorbell // every SQ's producer rings this
+	reap   []reaping
+
+	// Counters, read through Do.
+	stats DriverStats
+}
+
+// DriverStats count what the driver did.
+type DriverStats struct {
+	WRs, BadWRs, LocalErrors uint64
+	Completions, CQOverflows uint64
+	Wakeups                  uint64
+}
+
+// reaping is what a closed session left behind: mappings to unmap once the
+// connections that could still touch them have closed.
+type reaping struct {
+	conns   []*transport.Conn
+	regions []*region
+}
+
+// NewEngineDriver returns a driver with no queue pairs.
+func NewEngineDriver(inner dataplane.Driver) (*EngineDriver, error) {
+	bell, err := ring.NewDoorbell()
+	if err != nil {
+		return nil, err
+	}
+	return &EngineDriver{Inner: inner, byConn: map[*transport.Conn]*qp{}, byQPN: map[uint32]*qp{}, gone: map[*transport.Conn]bool{},
+		tables: map[*session]*transport.MemoryTable{}, wake: bell}, nil
+}
+
+// table returns the session's memory table on this engine.
+func (d *EngineDriver) table(s *session) *transport.MemoryTable {
+	t := d.tables[s]
+	if t == nil {
+		t = transport.NewMemoryTable()
+		d.tables[s] = t
+	}
+	return t
+}
+
+// Step drains the send queues and flushes completion queues.
+func (d *EngineDriver) Step(e *dataplane.Engine, now transport.Time) bool {
+	work := false
+	if d.Inner != nil && d.Inner.Step(e, now) {
+		work = true
+	}
+	for _, q := range d.qps {
+		if q.flushCQ() {
+			work = true
+		}
+		if q.state == qpConnected && d.drain(q) {
+			work = true
+		}
+		if q.state == qpClosed && d.failAll(q) {
+			work = true
+		}
+		q.flushCQ()
+	}
+	if len(d.reap) > 0 {
+		d.reapClosed()
+	}
+	return work
+}
+
+// drain takes up to a batch of work requests from q's SQ and posts them.
+func (d *EngineDriver) drain(q *qp) bool {
+	n := min(wrBatch, q.budget())
+	if n == 0 {
+		return false
+	}
+	first, got, err := q.sqc.Peek(uint32(n))
+	if err != nil || got == 0 {
+		return false
+	}
+	used := uint32(0)
+	for ; used < got; used++ {
+		w, ok := proto.ParseWR(q.sqc.Slot(first + used))
+		if !ok {
+			d.stats.BadWRs++
+			q.outstanding++
+			d.fail(q, w, proto.StatusBadWR)
+			continue
+		}
+		if !d.post(q, w) {
+			break // the transport's queue is full: retry from this one
+		}
+	}
+	q.sqc.Release(used)
+	return used > 0
+}
+
+// post hands one work request to the transport. It reports false when
+// the transport cannot take it now (the request stays in the SQ).
+func (d *EngineDriver) post(q *qp, w proto.WR) bool {
+	r, ok := q.mem.Lookup(w.LKey)
+	var want transport.Access
+	if w.Op == proto.WRRead || w.Op == proto.WRRecv {
+		want = transport.AccessLocalWrite // the transport writes into it
+	}
+	var buf []byte
+	if ok {
+		buf, ok = localSlice(r, w.LAddr, w.Length, want)
+	}
+	if !ok {
+		d.stats.LocalErrors++
+		q.outstanding++
+		d.fail(q, w, proto.StatusLocalProtection)
+		return true
+	}
+	wr := transport.WorkRequest{WRID: w.WRID, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
+		Imm: w.Imm, HasImm: w.Op == proto.WRWriteImm || w.Op == proto.WRSendImm}
+	var err error
+	switch w.Op {
+	case proto.WRWrite, proto.WRWriteImm:
+		err = q.conn.PostWrite(&wr)
+	case proto.WRRead:
+		err = q.conn.PostRead(&wr)
+	case proto.WRSend, proto.WRSendImm:
+		err = q.conn.PostSend(&wr)
+	case proto.WRRecv:
+		err = q.conn.PostRecv(w.WRID, buf)
+	}
+	switch err {
+	case nil:
+		d.stats.WRs++
+		q.outstanding++
+		return true
+	case transport.ErrQueueFull, transport.ErrRecvQueueFull:
+		return false
+	case transport.ErrBadStream, transport.ErrTooLarge:
+		d.stats.BadWRs++
+		q.outstanding++
+		d.fail(q, w, proto.StatusBadWR)
+		return true
+	}
+	q.outstanding++
+	d.fail(q, w, proto.StatusNotConnected)
+	return true
+}
+
+// fail completes w at once with st (the request was taken: outstanding
+// was counted, and the completion settles it).
+func (d *EngineDriver) fail(q *qp, w proto.WR, st proto.CQStatus) {
+	op := proto.CQWrite
+	switch w.Op {
+	case proto.WRRead:
+		op = proto.CQRead
+	case proto.WRSend, proto.WRSendImm:
+		op = proto.CQSend
+	case proto.WRRecv:
+		op = proto.CQRecv
+	}
+	q.outstanding--
+	q.complete(proto.CQE{WRID: w.WRID, Op: op, Status: st, Stream: w.Stream})
+}
+
+// failAll completes whatever the application posts after its connection
+// closed with StatusNotConnected, so nothing it posts goes unanswered.
+func (d *EngineDriver) failAll(q *qp) bool {
+	n := min(wrBatch, q.budget())
+	if n == 0 {
+		return false
+	}
+	first, got, err := q.sqc.Peek(uint32(n))
+	if err != nil || got == 0 {
+		return false
+	}
+	for i := range got {
+		w, _ := proto.ParseWR(q.sqc.Slot(first + i))
+		q.outstanding++
+		d.fail(q, w, proto.StatusNotConnected)
+	}
+	q.sqc.Release(got)
+	return true
+}
+
+// Completion routes a transport completion to its queue pair.
+func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c transport.Completion) {
+	if d.gone[c.Conn] {
+		if c.Op == transport.OpClosed {
+			delete(d.gone, c.Conn)
+		}
+		return
+	}
+	q := d.byConn[c.Conn]
+	if q == nil && c.Op == transport.OpConnected && c.Status == transport.StatusOK {
+		q = d.accept(e, now, c.Conn)
+		if q != nil {
+			return
+		}
+	}
+	if q == nil {
+		if d.Inner != nil {
+			d.Inner.Completion(e, now, c)
+		}
+		return
+	}
+	switch c.Op {
+	case transport.OpConnected:
+		if q.state == qpConnecting {
+			q.state = qpConnected
+			q.peer = c.Conn.Peer()
+			q.signal(nil)
+		}
+		return
+	case transport.OpClosed:
+		delete(d.byConn, c.Conn)
+		if q.conn == c.Conn {
+			was := q.state
+			q.state = qpClosed
+			if was == qpConnecting {
+				q.signal(proto.Errorf(proto.CodeConnect, "connection to %v failed: %v", c.Conn.Peer(), c.Status))
+			}
+		}
+		return
+	}
+	op, ok := opOf(c.Op)
+	if !ok {
+		return
+	}
+	if op != proto.CQRecvWriteImm {
+		q.outstanding--
+	}
+	d.stats.Completions++
+	before := q.overflow
+	q.complete(proto.CQE{WRID: c.WRID, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
+		Bytes: uint32(c.Bytes), Imm: c.Imm, Stream: c.Stream})
+	if q.overflow != before {
+		d.stats.CQOverflows++
+	}
+}
+
+// accept binds a connection a peer made to a queue pair's number.
+func (d *EngineDriver) accept(e *dataplane.Engine, now transport.Time, c *transport.Conn) *qp {
+	q := d.byQPN[c.Service()]
+	if q == nil {
+		return nil
+	}
+	if q.state != qpIdle || q.conn != nil {
+		c.Close(now) // one connection per queue pair
+		return q
+	}
+	q.conn, q.state, q.peer = c, qpConnected, c.Peer()
+	d.byConn[c] = q
+	e.Endpoint().Unlisten(q.qpn)
+	q.signal(nil)
+	return q
+}
+
+// signal answers a waiting connect or accept.
+func (q *qp) signal(err error) {
+	if q.waiter != nil {
+		q.waiter <- err
+		q.waiter = nil
+	}
+}
+
+// PrepareSleep arms every send queue; false means one has work.
+func (d *EngineDriver) PrepareSleep() bool {
+	ok := true
+	for _, q := range d.qps {
+		if q.state != qpConnected && q.state != qpClosed {
+			continue
+		}
+		if ready, _ := q.sqc.Arm(); ready {
+			ok = false
+		}
+		if len(q.pending) > 0 {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// WakeFD is the eventfd the send queues' producers ring.
+func (d *EngineDriver) WakeFD() int { return d.wake.FD() }
+
+// Woke clears the eventfd and disarms the send queues.
+func (d *EngineDriver) Woke() {
+	d.wake.Clear()
+	for _, q := range d.qps {
+		q.sqc.Disarm()
+	}
+}
+
+// reapClosed unmaps what closed sessions left once their connections are
+// closed: until then a retransmission or a late packet could still read
+// or write those pages.
+func (d *EngineDriver) reapClosed() {
+	k := 0
+	for _, r := range d.reap {
+		done := true
+		for _, c := range r.conns {
+			if st := c.State(); st != transport.StateClosed && st != transport.StateFailed {
+				done = false
+				break
+			}
+		}
+		if !done {
+			d.reap[k] = r
+			k++
+			continue
+		}
+		for _, reg := range r.regions {
+			if reg.refs.Add(-1) == 0 { // the last engine that could reach it
+				reg.unmap()
+			}
+		}
+	}
+	clear(d.reap[k:])
+	d.reap = d.reap[:k]
+}

@@ -1,0 +1,81 @@
+package proto
+
+// The session operations (docs/api.md). Requests and responses are one
+// struct each, with every operation's fields optional, so one Decode
+// serves every operation and a field added later is ignored by an older
+// peer.
+const (
+	OpHello     = "hello"      // version and limits; the first request of a session
+	OpRegister  = "reg_mr"     // register a memfd range (fd attached)
+	OpDeregMR   = "dereg_mr"   // deregister a region by key
+	OpCreateQP  = "create_qp"  // make a queue pair; rings and doorbells come back attached
+	OpConnect   = "connect"    // connect a queue pair to a remote queue pair
+	OpAccept    = "accept"     // wait for a remote queue pair to connect to this one
+	OpDestroyQP = "destroy_qp" // close a queue pair's connection and free it
+	OpSession   = "session"    // what this session holds (regions, queue pairs)
+	OpSessions  = "sessions"   // daemon-wide session counts (for tests and status)
+)
+
+// Access rights of a region (§10.2); the same bits as transport.Access.
+const (
+	AccessLocalWrite  = 1
+	AccessRemoteRead  = 2
+	AccessRemoteWrite = 4
+	accessAll         = AccessLocalWrite | AccessRemoteRead | AccessRemoteWrite
+)
+
+// ValidAccess reports whether a is a combination of the access bits.
+func ValidAccess(a uint8) bool { return a&^accessAll == 0 }
+
+// Request is any request.
+type Request struct {
+	Header
+	// reg_mr: the range [Offset, Offset+Length) of the attached memfd,
+	// which the application addresses as Addr (its own virtual address
+	// of the first byte, or any base it chooses; remote peers use the
+	// same addresses), with Access rights.
+	Offset uint64 `json:"offset,omitempty"`
+	Length uint64 `json:"length,omitempty"`
+	Addr   uint64 `json:"addr,omitempty"`
+	Access uint8  `json:"access,omitempty"`
+	// dereg_mr.
+	Key uint32 `json:"key,omitempty"`
+	// create_qp: ring sizes in slots (powers of two; 0: defaults) and the
+	// engine (interface queue) to serve it (default 0).
+	SQSlots int `json:"sq_slots,omitempty"`
+	CQSlots int `json:"cq_slots,omitempty"`
+	Engine  int `json:"engine,omitempty"`
+	// connect, accept, destroy_qp: the local queue pair; connect: the
+	// peer's address and queue pair number; connect and accept: how long
+	// to wait, in milliseconds (0: the transport's connect timeout).
+	QPN       uint32 `json:"qpn,omitempty"`
+	Peer      string `json:"peer,omitempty"`
+	RemoteQPN uint32 `json:"remote_qpn,omitempty"`
+	TimeoutMS int    `json:"timeout_ms,omitempty"`
+}
+
+// Response is any response.
+type Response struct {
+	Header
+	// hello: the daemon's limits for this session.
+	MaxRegions     int    `json:"max_regions,omitempty"`
+	MaxRegionBytes int64  `json:"max_region_bytes,omitempty"`
+	MaxQPs         int    `json:"max_qps,omitempty"`
+	SessionID      uint64 `json:"session_id,omitempty"`
+	// reg_mr: the region's key (lkey and rkey alike).
+	Key uint32 `json:"key,omitempty"`
+	// create_qp: the queue pair's number (the service remote peers
+	// connect to), the engine's local address, the largest payload per
+	// packet, and the ring geometry (rings and doorbells attached in the
+	// order SQ memfd, CQ memfd, SQ doorbell, CQ doorbell).
+	QPN        uint32 `json:"qpn,omitempty"`
+	Local      string `json:"local,omitempty"`
+	MaxPayload int    `json:"max_payload,omitempty"`
+	// accept: who connected.
+	Peer string `json:"peer,omitempty"`
+	// session, sessions: counts.
+	Sessions int   `json:"sessions,omitempty"`
+	Regions  int   `json:"regions,omitempty"`
+	Bytes    int64 `json:"bytes,omitempty"`
+	QPs      int   `json:"qps,omitempty"`
+}

@@ -1,0 +1,166 @@
+package proto
+
+import "encoding/binary"
+
+// Work requests and completions travel in ring slots (ring/) in host byte
+// order: both ends run on the same machine. docs/api.md draws the layouts.
+
+// WRSize and CQESize are the slot sizes of send and completion queues.
+const (
+	WRSize  = 64
+	CQESize = 32
+)
+
+// WROp is a work request's operation.
+type WROp uint8
+
+const (
+	WRWrite    WROp = 1
+	WRWriteImm WROp = 2
+	WRRead     WROp = 3
+	WRSend     WROp = 4
+	WRSendImm  WROp = 5
+	WRRecv     WROp = 6
+)
+
+// WR is a work request as the application posts it.
+type WR struct {
+	Op     WROp
+	Stream uint16
+	LKey   uint32
+	WRID   uint64
+	LAddr  uint64 // local address, in the region's address space
+	Length uint32
+	RKey   uint32
+	RAddr  uint64
+	Imm    uint32
+}
+
+// Byte offsets in a WR slot; bytes 44..63 are reserved and zero.
+const (
+	wrOp     = 0
+	wrStream = 2
+	wrLKey   = 4
+	wrWRID   = 8
+	wrLAddr  = 16
+	wrLength = 24
+	wrRKey   = 28
+	wrRAddr  = 32
+	wrImm    = 40
+	wrEnd    = 44
+)
+
+var ne = binary.NativeEndian
+
+// Put writes w into the slot s (len >= WRSize).
+func (w *WR) Put(s []byte) {
+	_ = s[WRSize-1]
+	s[wrOp], s[1] = byte(w.Op), 0
+	ne.PutUint16(s[wrStream:], w.Stream)
+	ne.PutUint32(s[wrLKey:], w.LKey)
+	ne.PutUint64(s[wrWRID:], w.WRID)
+	ne.PutUint64(s[wrLAddr:], w.LAddr)
+	ne.PutUint32(s[wrLength:], w.Length)
+	ne.PutUint32(s[wrRKey:], w.RKey)
+	ne.PutUint64(s[wrRAddr:], w.RAddr)
+	ne.PutUint32(s[wrImm:], w.Imm)
+	clear(s[wrEnd:WRSize])
+}
+
+// ParseWR reads a slot. It copies the fields out first (the application
+// may rewrite its slot at any time; the daemon must judge one value of
+// each field) and reports false for an unknown operation or nonzero
+// reserved bytes.
+func ParseWR(s []byte) (WR, bool) {
+	if len(s) < WRSize {
+		return WR{}, false
+	}
+	w := WR{Op: WROp(s[wrOp]), Stream: ne.Uint16(s[wrStream:]), LKey: ne.Uint32(s[wrLKey:]),
+		WRID: ne.Uint64(s[wrWRID:]), LAddr: ne.Uint64(s[wrLAddr:]), Length: ne.Uint32(s[wrLength:]),
+		RKey: ne.Uint32(s[wrRKey:]), RAddr: ne.Uint64(s[wrRAddr:]), Imm: ne.Uint32(s[wrImm:])}
+	if w.Op < WRWrite || w.Op > WRRecv || s[1] != 0 {
+		return w, false
+	}
+	for _, b := range s[wrEnd:WRSize] {
+		if b != 0 {
+			return w, false
+		}
+	}
+	return w, true
+}
+
+// CQEOp says what completed.
+type CQEOp uint8
+
+const (
+	CQWrite        CQEOp = 1
+	CQRead         CQEOp = 2
+	CQSend         CQEOp = 3
+	CQRecv         CQEOp = 4 // a SEND from the peer landed in a posted receive
+	CQRecvWriteImm CQEOp = 5 // a WRITE with immediate from the peer completed
+)
+
+// CQStatus is a completion's outcome.
+type CQStatus uint8
+
+const (
+	StatusOK              CQStatus = 0
+	StatusRemoteAccess    CQStatus = 1 // the peer refused the key, range or right
+	StatusRemoteInvalid   CQStatus = 2
+	StatusRNRExceeded     CQStatus = 3
+	StatusRetryExceeded   CQStatus = 4
+	StatusLocalLength     CQStatus = 5 // a SEND longer than the posted receive
+	StatusFlushed         CQStatus = 6
+	StatusReset           CQStatus = 7
+	StatusRejected        CQStatus = 8
+	StatusLocalProtection CQStatus = 9  // bad lkey, range or right on this side
+	StatusBadWR           CQStatus = 10 // malformed work request (unknown op, reserved bytes, stream)
+	StatusNotConnected    CQStatus = 11
+)
+
+// CQE is a completion.
+type CQE struct {
+	WRID   uint64
+	Op     CQEOp
+	Status CQStatus
+	HasImm bool
+	Bytes  uint32
+	Imm    uint32
+	Stream uint16
+}
+
+const (
+	cqWRID   = 0
+	cqOp     = 8
+	cqStatus = 9
+	cqFlags  = 10
+	cqBytes  = 12
+	cqImm    = 16
+	cqStream = 20
+	cqEnd    = 22
+)
+
+// Put writes c into the slot s (len >= CQESize).
+func (c *CQE) Put(s []byte) {
+	_ = s[CQESize-1]
+	ne.PutUint64(s[cqWRID:], c.WRID)
+	s[cqOp], s[cqStatus], s[cqFlags], s[11] = byte(c.Op), byte(c.Status), 0, 0
+	if c.HasImm {
+		s[cqFlags] = 1
+	}
+	ne.PutUint32(s[cqBytes:], c.Bytes)
+	ne.PutUint32(s[cqImm:], c.Imm)
+	ne.PutUint16(s[cqStream:], c.Stream)
+	clear(s[cqEnd:CQESize])
+}
+
+// ParseCQE reads a completion slot.
+func ParseCQE(s []byte) (CQE, bool) {
+	if len(s) < CQESize {
+		return CQE{}, false
+	}
+	c := CQE{WRID: ne.Uint64(s[cqWRID:]), Op: CQEOp(s[cqOp]), Status: CQStatus(s[cqStatus]),
+		HasImm: s[cqFlags]&1 != 0, Bytes: ne.Uint32(s[cqBytes:]), Imm: ne.Uint32(s[cqImm:]),
+		Stream: ne.Uint16(s[cqStream:])}
+	return c, c.Op >= CQWrite && c.Op <= CQRecvWriteImm
+}

@@ -1,0 +1,169 @@
+package control
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/ring"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Ring sizes: defaults and bounds, in slots.
+const (
+	DefaultSQSlots = 256  // a perftest-style window of outstanding requests
+	DefaultCQSlots = 1024 // room for every posted request plus peers' WRITE_IMMs
+	MaxQueueSlots  = 1 << 16
+)
+
+// qpState is where a queue pair is in its life.
+type qpState uint8
+
+const (
+	qpIdle       qpState = iota // made, accepting a connection to its number
+	qpConnecting                // Connect sent
+	qpConnected
+	qpClosed // its connection closed or failed; only destroy_qp is left
+)
+
+// qp is one queue pair. The control goroutine builds it and hands it to
+// its engine; from then on the engine goroutine owns every field except
+// the rings' other ends, which belong to the application.
+type qp struct {
+	qpn     uint32
+	session *session
+	mem     *transport.MemoryTable // the session's table on this engine
+
+	sq, cq      *ring.Ring
+	sqc         *ring.Consumer
+	cqp         *ring.Producer
+	cqBell      *ring.Doorbell
+	state       qpState
+	conn        *transport.Conn
+	peer        netip.Addr
+	waiter      chan error // connect or accept waiting for the connection (cap 1)
+	outstanding int        // requests taken from the SQ whose completion is owed
+	// pending holds completions the CQ had no room for (a peer's
+	// WRITE_IMMs are not bounded by what the application posted);
+	// overflow counts those even pending could not hold.
+	pending  []proto.CQE
+	overflow uint64
+	cqDirty  bool // completions committed since the last Notify
+}
+
+func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
+	sq, err := ring.Create(sqSlots, proto.WRSize)
+	if err != nil {
+		return nil, err
+	}
+	cq, err := ring.Create(cqSlots, proto.CQESize)
+	if err != nil {
+		sq.Close()
+		return nil, err
+	}
+	bell, err := ring.NewDoorbell()
+	if err != nil {
+		sq.Close()
+		cq.Close()
+		return nil, err
+	}
+	return &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), cqBell: bell,
+		pending: make([]proto.CQE, 0, cqSlots)}, nil
+}
+
+// close frees the rings and the doorbell (the application's mappings
+// stay valid until it unmaps them: memfd pages live while mapped).
+func (q *qp) close() {
+	q.sq.Close()
+	q.cq.Close()
+	q.cqBell.Close()
+}
+
+// complete queues one completion for the application.
+func (q *qp) complete(c proto.CQE) {
+	if len(q.pending) == 0 {
+		if first, got, err := q.cqp.Reserve(1); err == nil && got == 1 {
+			c.Put(q.cqp.Slot(first))
+			q.cqp.Commit(1)
+			q.cqDirty = true
+			return
+		}
+	}
+	if len(q.pending) == cap(q.pending) {
+		q.overflow++
+		return
+	}
+	q.pending = append(q.pending, c)
+}
+
+// flushCQ moves pending completions into the CQ and wakes the
+// application if it sleeps. It reports whether it moved any.
+func (q *qp) flushCQ() bool {
+	moved := false
+	if len(q.pending) > 0 {
+		first, got, err := q.cqp.Reserve(uint32(len(q.pending)))
+		if err == nil && got > 0 {
+			for i := range got {
+				q.pending[i].Put(q.cqp.Slot(first + i))
+			}
+			q.cqp.Commit(got)
+			n := copy(q.pending, q.pending[got:])
+			q.pending = q.pending[:n]
+			q.cqDirty, moved = true, true
+		}
+	}
+	if q.cqDirty {
+		q.cqDirty = false
+		q.cqp.Notify(q.cqBell) // an error means the application is gone; the session reaps it
+	}
+	return moved
+}
+
+// budget is how many more requests the QP may take from its SQ: every
+// one taken is owed a completion, and the CQ must have room for all.
+func (q *qp) budget() int {
+	return max(0, q.cq.Slots()-q.outstanding-len(q.pending))
+}
+
+var errNotConnected = errors.New("queue pair not connected")
+
+// statusOf maps a transport status onto the completion's.
+func statusOf(s transport.Status) proto.CQStatus {
+	switch s {
+	case transport.StatusOK:
+		return proto.StatusOK
+	case transport.StatusRemoteAccess:
+		return proto.StatusRemoteAccess
+	case transport.StatusRemoteInvalid:
+		return proto.StatusRemoteInvalid
+	case transport.StatusRNRRetryExceeded:
+		return proto.StatusRNRExceeded
+	case transport.StatusRetryExceeded:
+		return proto.StatusRetryExceeded
+	case transport.StatusLocalLength:
+		return proto.StatusLocalLength
+	case transport.StatusFlushed:
+		return proto.StatusFlushed
+	case transport.StatusReset:
+		return proto.StatusReset
+	case transport.StatusRejected:
+		return proto.StatusRejected
+	}
+	return proto.StatusRemoteInvalid
+}
+
+func opOf(o transport.Op) (proto.CQEOp, bool) {
+	switch o {
+	case transport.OpWrite:
+		return proto.CQWrite, true
+	case transport.OpRead:
+		return proto.CQRead, true
+	case transport.OpSend:
+		return proto.CQSend, true
+	case transport.OpRecv:
+		return proto.CQRecv, true
+	case transport.OpRecvWriteImm:
+		return proto.CQRecvWriteImm, true
+	}
+	return 0, false
+}

@@ -1,0 +1,615 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Engine is one engine the server places queue pairs on.
+type Engine struct {
+	E      *dataplane.Engine
+	D      *EngineDriver
+	Local  netip.Addr
+	Iface  string
+	engine int
+}
+
+// Fallback answers requests whose operation the server does not know
+// (the daemon's own operations: status, the generator). raw is the whole
+// request; the reply is sent as it is returned, with the request's
+// sequence number filled in if it embeds proto.Header.
+type Fallback func(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte) (reply any, err error)
+
+// Server serves sessions on the control socket.
+type Server struct {
+	limits   atomic.Pointer[config.Limits]
+	log      *slog.Logger
+	keys     *keys
+	engines  []*Engine
+	fallback Fallback
+
+	mu       sync.Mutex
+	sessions map[uint64]*session
+	nextID   uint64
+	qpns     map[uint32]bool
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a server placing queue pairs on engines.
+func NewServer(limits config.Limits, engines []*Engine, fallback Fallback, log *slog.Logger) *Server {
+	s := &Server{log: log, keys: newKeys(), engines: engines, fallback: fallback,
+		sessions: map[uint64]*session{}, qpns: map[uint32]bool{}}
+	for i, e := range engines {
+		e.engine = i
+	}
+	s.SetLimits(limits)
+	return s
+}
+
+// SetLimits replaces the limits (SIGHUP); sessions are held to them from
+// their next request on, and keep what they already have.
+func (s *Server) SetLimits(l config.Limits) { s.limits.Store(&l) }
+
+// Serve accepts sessions on ln until ctx ends or ln closes, then waits for
+// the sessions it started to be reclaimed.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			break
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serve(ctx, c)
+		}()
+	}
+	s.wg.Wait()
+}
+
+// Listen makes the control socket at path: SOCK_SEQPACKET, mode and group
+// from the configuration.
+func Listen(path string, mode os.FileMode, gid int) (*net.UnixListener, error) {
+	os.Remove(path) // a stale socket of an earlier run
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("control socket: %w", err)
+		}
+	}
+	return ln, nil
+}
+
+// Counts are daemon-wide totals over live sessions.
+type Counts struct {
+	Sessions, Regions, QPs int
+	Bytes                  int64
+}
+
+// Counts returns the totals.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Counts{Sessions: len(s.sessions)}
+	for _, ss := range s.sessions {
+		c.Regions += len(ss.regions)
+		c.QPs += len(ss.qps)
+		c.Bytes += ss.bytes
+	}
+	return c
+}
+
+func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
+	c := proto.NewConn(uc)
+	defer c.Close()
+	// The daemon stopping ends the session: the client sees its socket
+	// close (ErrDaemonGone) instead of waiting on a daemon that is gone.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	cred, err := proto.PeerCred(uc)
+	if err != nil {
+		s.log.Warn("control: peer credentials", "err", err)
+		return
+	}
+	ss, err := s.open(cred)
+	if err != nil {
+		c.Send(proto.Response{Header: proto.Header{V: proto.Version, Code: proto.CodeLimit, Error: err.Error()}})
+		return
+	}
+	defer s.reclaim(ss)
+	for {
+		msg, files, err := c.Recv()
+		if err != nil {
+			if errors.Is(err, proto.ErrTruncated) {
+				c.Send(proto.Response{Header: proto.Header{V: proto.Version, Code: proto.CodeBadRequest, Error: err.Error()}})
+				continue
+			}
+			return
+		}
+		reply, fds := s.handle(ctx, ss, msg, files)
+		for _, f := range files {
+			f.Close() // what the handler needed it has mapped or duplicated
+		}
+		if err := c.Send(reply, fds...); err != nil {
+			return
+		}
+	}
+}
+
+// handle answers one request; fds go with the reply.
+func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File) (any, []int) {
+	var req proto.Request
+	h, err := proto.Decode(msg, &req)
+	fail := func(err error) proto.Response {
+		r := proto.Response{Header: proto.Header{V: proto.Version, Seq: h.Seq, Code: proto.CodeInternal}}
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			r.Code = pe.Code
+		}
+		r.Error = err.Error()
+		return r
+	}
+	if err != nil {
+		return fail(err), nil
+	}
+	resp := proto.Response{Header: proto.Header{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}}
+	var fds []int
+	switch h.Op {
+	case proto.OpHello:
+		l := s.limits.Load()
+		resp.MaxRegions, resp.MaxRegionBytes, resp.MaxQPs = l.MaxRegionsPerSession, l.MaxRegionBytesPerSession, l.MaxQPsPerSession
+		resp.SessionID = ss.id
+	case proto.OpRegister:
+		err = s.register(ctx, ss, &req, files, &resp)
+	case proto.OpDeregMR:
+		err = s.deregister(ctx, ss, req.Key)
+	case proto.OpCreateQP:
+		fds, err = s.createQP(ctx, ss, &req, &resp)
+	case proto.OpConnect:
+		err = s.connect(ctx, ss, &req, &resp)
+	case proto.OpAccept:
+		err = s.accept(ctx, ss, &req, &resp)
+	case proto.OpDestroyQP:
+		err = s.destroyQP(ctx, ss, req.QPN)
+	case proto.OpSession:
+		s.mu.Lock()
+		resp.Regions, resp.QPs, resp.Bytes = len(ss.regions), len(ss.qps), ss.bytes
+		s.mu.Unlock()
+	case proto.OpSessions:
+		c := s.Counts()
+		resp.Sessions, resp.Regions, resp.QPs, resp.Bytes = c.Sessions, c.Regions, c.QPs, c.Bytes
+	default:
+		if s.fallback == nil {
+			return fail(proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", h.Op)), nil
+		}
+		reply, err := s.fallback(ctx, ss.cred, h, msg)
+		if err != nil {
+			return fail(err), nil
+		}
+		return reply, nil
+	}
+	if err != nil {
+		return fail(err), nil
+	}
+	return resp, fds
+}
+
+// session is one application's protection domain. Its request goroutine
+// is the only writer of its maps; s.mu guards them against Counts.
+type session struct {
+	id      uint64
+	cred    proto.Cred
+	regions map[uint32]*region
+	retired []*region // deregistered, unmapped when the session ends
+	bytes   int64
+	qps     map[uint32]*qp
+	engine  map[uint32]*Engine // queue pair -> its engine
+	// conns holds every connection its queue pairs made, by engine;
+	// appended and read only inside that engine's Do.
+	conns map[*Engine][]*transport.Conn
+}
+
+func (s *Server) open(cred proto.Cred) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.limits.Load(); l.MaxSessions > 0 && len(s.sessions) >= l.MaxSessions {
+		return nil, fmt.Errorf("%d sessions, the limit", len(s.sessions))
+	}
+	s.nextID++
+	ss := &session{id: s.nextID, cred: cred, regions: map[uint32]*region{}, qps: map[uint32]*qp{},
+		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}}
+	s.sessions[ss.id] = ss
+	return ss, nil
+}
+
+func (s *Server) register(ctx context.Context, ss *session, req *proto.Request, files []*os.File, resp *proto.Response) error {
+	if len(files) != 1 {
+		return proto.Errorf(proto.CodeBadRequest, "reg_mr takes one memfd, got %d descriptors", len(files))
+	}
+	l := s.limits.Load()
+	s.mu.Lock()
+	n, b := len(ss.regions), ss.bytes
+	s.mu.Unlock()
+	if l.MaxRegionsPerSession > 0 && n >= l.MaxRegionsPerSession {
+		return proto.Errorf(proto.CodeLimit, "%d regions, the session limit", n)
+	}
+	if l.MaxRegionBytesPerSession > 0 && (req.Length > uint64(l.MaxRegionBytesPerSession) || b+int64(req.Length) > l.MaxRegionBytesPerSession) {
+		return proto.Errorf(proto.CodeLimit, "%d more bytes over the session's %d (%d held)", req.Length, l.MaxRegionBytesPerSession, b)
+	}
+	if req.Addr+req.Length < req.Addr {
+		return proto.Errorf(proto.CodeBadRequest, "address range wraps")
+	}
+	r, err := mapRegion(files[0], req.Offset, req.Length, req.Access)
+	if err != nil {
+		return err
+	}
+	key, err := s.keys.get()
+	if err != nil {
+		r.unmap()
+		return err
+	}
+	r.key, r.tr.Key, r.tr.Addr = key, key, req.Addr
+	r.refs.Store(int32(len(s.engines)))
+	for _, e := range s.engines {
+		if err := e.E.Do(ctx, func(transport.Time) { e.D.table(ss).Add(&r.tr) }); err != nil {
+			return err // shutting down: the process unmaps everything
+		}
+	}
+	s.mu.Lock()
+	ss.regions[key] = r
+	ss.bytes += int64(r.length)
+	s.mu.Unlock()
+	resp.Key = key
+	return nil
+}
+
+func (s *Server) deregister(ctx context.Context, ss *session, key uint32) error {
+	r := ss.regions[key]
+	if r == nil {
+		return proto.Errorf(proto.CodeNotFound, "no region with key %#x in this session", key)
+	}
+	for _, e := range s.engines {
+		if err := e.E.Do(ctx, func(transport.Time) { e.D.table(ss).Remove(key) }); err != nil {
+			return err
+		}
+	}
+	// From here no packet finds the key. Requests already posted may
+	// still read or write the pages, so the mapping stays until the
+	// session ends (and its bytes still count).
+	s.keys.put(key)
+	s.mu.Lock()
+	delete(ss.regions, key)
+	ss.retired = append(ss.retired, r)
+	s.mu.Unlock()
+	return nil
+}
+
+// newQPN draws a queue pair number no live queue pair has. Random, so a
+// number seen once says nothing about the next (they are the services a
+// peer may connect to); never 0 or the generator's service.
+func (s *Server) newQPN() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		n := rand.Uint32() & 0x00ffffff
+		if n != 0 && n != 1 && !s.qpns[n] {
+			s.qpns[n] = true
+			return n
+		}
+	}
+}
+
+func slotsOr(v, def int) (int, error) {
+	if v == 0 {
+		return def, nil
+	}
+	if v < 2 || v > MaxQueueSlots || v&(v-1) != 0 {
+		return 0, proto.Errorf(proto.CodeBadRequest, "%d slots: want a power of two in 2..%d", v, MaxQueueSlots)
+	}
+	return v, nil
+}
+
+func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) ([]int, error) {
+	l := s.limits.Load()
+	s.mu.Lock()
+	n := len(ss.qps)
+	s.mu.Unlock()
+	if l.MaxQPsPerSession > 0 && n >= l.MaxQPsPerSession {
+		return nil, proto.Errorf(proto.CodeLimit, "%d queue pairs, the session limit", n)
+	}
+	if req.Engine < 0 || req.Engine >= len(s.engines) {
+		return nil, proto.Errorf(proto.CodeNotFound, "engine %d: the daemon has %d", req.Engine, len(s.engines))
+	}
+	sqn, err := slotsOr(req.SQSlots, DefaultSQSlots)
+	if err != nil {
+		return nil, err
+	}
+	cqn, err := slotsOr(req.CQSlots, DefaultCQSlots)
+	if err != nil {
+		return nil, err
+	}
+	e := s.engines[req.Engine]
+	qpn := s.newQPN()
+	q, err := newQP(qpn, ss, sqn, cqn)
+	if err != nil {
+		s.freeQPN(qpn)
+		return nil, proto.Errorf(proto.CodeInternal, "%v", err)
+	}
+	var maxPayload int
+	if err := e.E.Do(ctx, func(transport.Time) {
+		ep := e.E.Endpoint()
+		q.mem = e.D.table(ss)
+		e.D.qps = append(e.D.qps, q)
+		e.D.byQPN[qpn] = q
+		ep.Listen(qpn, q.mem)
+		maxPayload = ep.Config().MaxPayload()
+	}); err != nil {
+		q.close()
+		s.freeQPN(qpn)
+		return nil, err
+	}
+	s.mu.Lock()
+	ss.qps[qpn] = q
+	ss.engine[qpn] = e
+	s.mu.Unlock()
+	resp.QPN, resp.Local, resp.MaxPayload = qpn, e.Local.String(), maxPayload
+	return []int{q.sq.FD(), q.cq.FD(), e.D.wake.FD(), q.cqBell.FD()}, nil
+}
+
+func (s *Server) freeQPN(n uint32) {
+	s.mu.Lock()
+	delete(s.qpns, n)
+	s.mu.Unlock()
+}
+
+func (s *Server) lookupQP(ss *session, qpn uint32) (*qp, *Engine, error) {
+	q := ss.qps[qpn]
+	if q == nil {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "no queue pair %d in this session", qpn)
+	}
+	return q, ss.engine[qpn], nil
+}
+
+// waitFor waits for a connect or accept to be signalled, or for timeout;
+// on timeout, undo runs on the engine and its answer decides (the signal
+// may have raced the timeout).
+func (s *Server) waitFor(ctx context.Context, e *Engine, ch chan error, timeout time.Duration, undo func(now transport.Time) bool) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-ch:
+		return err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	var undone bool
+	if err := e.E.Do(context.Background(), func(now transport.Time) { undone = undo(now) }); err != nil {
+		return err
+	}
+	if !undone {
+		return <-ch // signalled meanwhile: the answer is in the channel
+	}
+	return proto.Errorf(proto.CodeConnect, "timed out after %v", timeout)
+}
+
+func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) error {
+	q, e, err := s.lookupQP(ss, req.QPN)
+	if err != nil {
+		return err
+	}
+	peer, err := netip.ParseAddr(req.Peer)
+	if err != nil {
+		return proto.Errorf(proto.CodeBadRequest, "peer %q: %v", req.Peer, err)
+	}
+	ch := make(chan error, 1)
+	var perr error
+	var timeout time.Duration
+	if err := e.E.Do(ctx, func(now transport.Time) {
+		if q.state != qpIdle {
+			perr = proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
+			return
+		}
+		ep := e.E.Endpoint()
+		c, err := ep.Connect(now, peer, req.RemoteQPN, q.mem)
+		if err != nil {
+			perr = proto.Errorf(proto.CodeConnect, "%v", err)
+			return
+		}
+		ep.Unlisten(q.qpn)
+		delete(e.D.byQPN, q.qpn)
+		q.conn, q.state, q.waiter = c, qpConnecting, ch
+		e.D.byConn[c] = q
+		ss.conns[e] = append(ss.conns[e], c)
+		cfg := ep.Config()
+		timeout = cfg.ConnectTimeout * time.Duration(cfg.ConnectRetries+1)
+	}); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if req.TimeoutMS > 0 {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	err = s.waitFor(ctx, e, ch, timeout, func(now transport.Time) bool {
+		if q.waiter == nil {
+			return false
+		}
+		q.waiter = nil
+		q.conn.Close(now)
+		q.state = qpClosed
+		return true
+	})
+	if err == nil {
+		resp.QPN, resp.Peer = q.qpn, peer.String()
+	}
+	return err
+}
+
+func (s *Server) accept(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) error {
+	q, e, err := s.lookupQP(ss, req.QPN)
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	var perr error
+	var done bool
+	if err := e.E.Do(ctx, func(transport.Time) {
+		switch q.state {
+		case qpConnected:
+			done = true
+			resp.Peer = q.peer.String()
+		case qpIdle:
+			q.waiter = ch
+		default:
+			perr = proto.Errorf(proto.CodeState, "queue pair %d is connecting or closed", q.qpn)
+		}
+	}); err != nil {
+		return err
+	}
+	if perr != nil || done {
+		return perr
+	}
+	timeout := 30 * time.Second
+	if req.TimeoutMS > 0 {
+		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	err = s.waitFor(ctx, e, ch, timeout, func(transport.Time) bool {
+		if q.waiter == nil {
+			return false
+		}
+		q.waiter = nil
+		return true
+	})
+	if err == nil {
+		_ = e.E.Do(ctx, func(transport.Time) {
+			resp.Peer = q.peer.String()
+			ss.conns[e] = append(ss.conns[e], q.conn)
+		})
+	}
+	return err
+}
+
+func (s *Server) destroyQP(ctx context.Context, ss *session, qpn uint32) error {
+	q, e, err := s.lookupQP(ss, qpn)
+	if err != nil {
+		return err
+	}
+	if err := e.E.Do(ctx, func(now transport.Time) { e.D.detach(now, q) }); err != nil {
+		return err
+	}
+	q.close()
+	s.mu.Lock()
+	delete(ss.qps, qpn)
+	delete(ss.engine, qpn)
+	delete(s.qpns, qpn)
+	s.mu.Unlock()
+	return nil
+}
+
+// detach closes q's connection and forgets q (engine goroutine). The
+// connection's remaining completions are dropped.
+func (d *EngineDriver) detach(now transport.Time, q *qp) {
+	if q.conn != nil {
+		if st := q.conn.State(); st != transport.StateClosed && st != transport.StateFailed {
+			d.gone[q.conn] = true
+			q.conn.Close(now)
+		}
+		delete(d.byConn, q.conn)
+	}
+	if q.waiter != nil {
+		q.signal(proto.Errorf(proto.CodeState, "queue pair destroyed"))
+	}
+	if d.byQPN[q.qpn] == q {
+		delete(d.byQPN, q.qpn)
+	}
+	d.qps = removeQP(d.qps, q)
+}
+
+func removeQP(qs []*qp, q *qp) []*qp {
+	for i, x := range qs {
+		if x == q {
+			copy(qs[i:], qs[i+1:])
+			qs[len(qs)-1] = nil
+			return qs[:len(qs)-1]
+		}
+	}
+	return qs
+}
+
+// reclaim frees everything a session held: its socket has closed.
+func (s *Server) reclaim(ss *session) {
+	var regions []*region
+	for _, r := range ss.regions {
+		regions = append(regions, r)
+	}
+	regions = append(regions, ss.retired...)
+	for _, e := range s.engines {
+		err := e.E.Do(context.Background(), func(now transport.Time) {
+			var conns []*transport.Conn
+			for qpn, q := range ss.qps {
+				if ss.engine[qpn] != e {
+					continue
+				}
+				if q.conn != nil {
+					conns = append(conns, q.conn)
+				}
+				e.D.detach(now, q)
+				e.E.Endpoint().Unlisten(qpn)
+			}
+			for _, c := range ss.conns[e] {
+				if c.State() != transport.StateClosed && c.State() != transport.StateFailed {
+					conns = append(conns, c)
+				}
+			}
+			if t := e.D.tables[ss]; t != nil {
+				for _, r := range regions {
+					t.Remove(r.key) // no packet finds them from here on
+				}
+				delete(e.D.tables, ss)
+			}
+			e.D.reap = append(e.D.reap, reaping{conns: conns, regions: regions})
+		})
+		if err != nil {
+			// The engine has stopped: the daemon is exiting and the
+			// process's end unmaps everything.
+			return
+		}
+	}
+	for _, q := range ss.qps {
+		q.close()
+	}
+	for _, r := range ss.regions {
+		s.keys.put(r.key)
+	}
+	s.mu.Lock()
+	for qpn := range ss.qps {
+		delete(s.qpns, qpn)
+	}
+	delete(s.sessions, ss.id)
+	s.mu.Unlock()
+}
