@@ -30,9 +30,10 @@ type Engine struct {
 
 // Fallback answers requests whose operation the server does not know
 // (the daemon's own operations: status, the generator). raw is the whole
-// request; the reply is sent as it is returned, with the request's
-// sequence number filled in if it embeds proto.Header.
-type Fallback func(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte) (reply any, err error)
+// request. The reply is sent as returned (it should carry the request's
+// V and Seq); a nil reply sends nothing, for an operation that answered
+// through send (a stream of replies, say).
+type Fallback func(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, send func(any) error) (reply any, err error)
 
 // Server serves sessions on the control socket.
 type Server struct {
@@ -150,9 +151,12 @@ func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
 			}
 			return
 		}
-		reply, fds := s.handle(ctx, ss, msg, files)
+		reply, fds := s.handle(ctx, ss, msg, files, func(m any) error { return c.Send(m) })
 		for _, f := range files {
 			f.Close() // what the handler needed it has mapped or duplicated
+		}
+		if reply == nil {
+			continue
 		}
 		if err := c.Send(reply, fds...); err != nil {
 			return
@@ -161,7 +165,7 @@ func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
 }
 
 // handle answers one request; fds go with the reply.
-func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File) (any, []int) {
+func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File, send func(any) error) (any, []int) {
 	var req proto.Request
 	h, err := proto.Decode(msg, &req)
 	fail := func(err error) proto.Response {
@@ -206,7 +210,7 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		if s.fallback == nil {
 			return fail(proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", h.Op)), nil
 		}
-		reply, err := s.fallback(ctx, ss.cred, h, msg)
+		reply, err := s.fallback(ctx, ss.cred, h, msg, send)
 		if err != nil {
 			return fail(err), nil
 		}

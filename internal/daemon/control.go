@@ -1,25 +1,28 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/metaroce/metaroce/bpf"
+	"github.com/metaroce/metaroce/control"
+	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/transport"
 )
 
-// The control socket, until the shared-memory client API replaces the
-// generator: a unix stream socket carrying one JSON request per line and
-// one JSON response per line. Requests:
+// The daemon's own operations on the control socket, beside the session
+// operations of control.Server (docs/api.md): one JSON object per
+// SOCK_SEQPACKET message each way (control/proto), every request with
+// "v":1 and a "seq" its answer echoes:
 //
 //	{"op":"status"}
 //	{"op":"arm", "gen":{...}}     make this daemon a generator target
@@ -28,6 +31,8 @@ import (
 
 // Request is a control request.
 type Request struct {
+	V   int       `json:"v"`
+	Seq uint64    `json:"seq"`
 	Op  string    `json:"op"`
 	Gen GenParams `json:"gen,omitempty"`
 }
@@ -62,6 +67,9 @@ func (p GenParams) config() (dataplane.GenConfig, error) {
 
 // Response is a control response.
 type Response struct {
+	V       int                    `json:"v"`
+	Seq     uint64                 `json:"seq"`
+	Code    proto.Code             `json:"code,omitempty"`
 	Error   string                 `json:"error,omitempty"`
 	Engines []EngineStatus         `json:"engines,omitempty"`
 	Result  *dataplane.GenResult   `json:"result,omitempty"`
@@ -81,49 +89,65 @@ type EngineStatus struct {
 	Sleeps    uint64             `json:"sleeps"`
 }
 
-func (d *Daemon) serveControl(ctx context.Context) (net.Listener, error) {
+// serveControl opens the control socket and serves sessions on it: the
+// application interface (control.Server) and, for operations it does not
+// know, the daemon's own (fallback).
+func (d *Daemon) serveControl(ctx context.Context) (*control.Server, func(), error) {
 	path := d.cfg.ControlSocket
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return nil, nil, fmt.Errorf("control socket: %w", err)
 	}
-	os.Remove(path) // a stale socket of an earlier run
-	ln, err := net.Listen("unix", path)
+	gid, err := lookupGroup(d.cfg.SocketGroup)
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return nil, nil, fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.Chmod(path, d.cfg.SocketMode); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("control socket: %w", err)
+	ln, err := control.Listen(path, d.cfg.SocketMode, gid)
+	if err != nil {
+		return nil, nil, err
 	}
+	var engines []*control.Engine
+	for _, en := range d.engines {
+		engines = append(engines, &control.Engine{E: en.e, D: en.ctl, Local: en.local, Iface: en.iface})
+	}
+	srv := control.NewServer(d.cfg.Limits, engines, d.fallback, d.log)
+	done := make(chan struct{})
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go d.serveConn(ctx, c)
-		}
+		srv.Serve(ctx, ln)
+		close(done)
 	}()
-	return ln, nil
+	return srv, func() { ln.Close(); <-done }, nil
 }
 
-func (d *Daemon) serveConn(ctx context.Context, c net.Conn) {
-	defer c.Close()
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	enc := json.NewEncoder(c)
-	for sc.Scan() {
-		var req Request
-		var resp Response
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			resp.Error = "bad request: " + err.Error()
-		} else if err := d.handle(ctx, &req, &resp); err != nil {
-			resp.Error = err.Error()
-		}
-		if enc.Encode(&resp) != nil {
-			return
-		}
+// lookupGroup resolves socket_group (a name or a numeric id); -1 for none.
+func lookupGroup(g string) (int, error) {
+	if g == "" {
+		return -1, nil
 	}
+	if id, err := strconv.Atoi(g); err == nil {
+		return id, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return -1, err
+	}
+	return strconv.Atoi(grp.Gid)
+}
+
+// fallback answers the daemon's own operations.
+func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, send func(any) error) (any, error) {
+	var req Request
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)
+	}
+	resp := Response{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}
+	if err := d.handle(ctx, &req, &resp); err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		resp.Code, resp.Error = proto.CodeInternal, err.Error()
+	}
+	return &resp, nil
 }
 
 func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error {
@@ -219,14 +243,13 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("unknown op %q", req.Op)
+	return proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", req.Op)
 }
 
 // Client talks to a daemon's control socket.
 type Client struct {
-	c   net.Conn
-	sc  *bufio.Scanner
-	enc *json.Encoder
+	c   *proto.Conn
+	seq uint64
 }
 
 // Dial connects to the control socket at path, retrying until timeout
@@ -234,11 +257,9 @@ type Client struct {
 func Dial(path string, timeout time.Duration) (*Client, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, err := net.Dial("unix", path)
+		c, err := proto.Dial(path)
 		if err == nil {
-			sc := bufio.NewScanner(c)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			return &Client{c: c, sc: sc, enc: json.NewEncoder(c)}, nil
+			return &Client{c: c}, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("control socket %s: %w", path, err)
@@ -249,18 +270,24 @@ func Dial(path string, timeout time.Duration) (*Client, error) {
 
 // Do sends req and returns the response; a response error becomes err.
 func (c *Client) Do(req Request) (*Response, error) {
-	if err := c.enc.Encode(&req); err != nil {
+	c.seq++
+	req.V, req.Seq = proto.Version, c.seq
+	if err := c.c.Send(req); err != nil {
 		return nil, err
 	}
-	if !c.sc.Scan() {
-		if err := c.sc.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("control socket closed")
+	msg, files, err := c.c.Recv()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		f.Close()
 	}
 	var resp Response
-	if err := json.Unmarshal(c.sc.Bytes(), &resp); err != nil {
+	if err := json.Unmarshal(msg, &resp); err != nil {
 		return nil, err
+	}
+	if resp.Seq != req.Seq {
+		return nil, fmt.Errorf("control: reply to request %d, want %d", resp.Seq, req.Seq)
 	}
 	if resp.Error != "" {
 		return &resp, errors.New(resp.Error)

@@ -26,8 +26,10 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/metaroce/metaroce/bpf"
+	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/dataplane/afxdp"
@@ -35,6 +37,10 @@ import (
 	"github.com/metaroce/metaroce/dataplane/xsk"
 	"github.com/metaroce/metaroce/transport"
 )
+
+// setLimits is the running daemon's session server, for SIGHUP to hand
+// new limits to (nil while none runs).
+var setLimits atomic.Pointer[control.Server]
 
 // Options are what the command line adds to the configuration.
 type Options struct {
@@ -55,6 +61,7 @@ type engine struct {
 	link   dataplane.Link
 	xdp    *afxdp.Iface // nil for the UDP backend
 	driver *genDriver
+	ctl    *control.EngineDriver // queue pairs of applications; wraps driver
 	local  netip.Addr
 }
 
@@ -96,13 +103,15 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 			}
 		}()
 	}
-	srv, err := d.serveControl(ctx)
+	srv, stopControl, err := d.serveControl(ctx)
 	if err != nil {
 		cancel()
 		d.wg.Wait()
 		return err
 	}
-	defer srv.Close()
+	defer stopControl()
+	setLimits.Store(srv)
+	defer setLimits.Store(nil)
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -193,6 +202,9 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 			return fail(err)
 		}
 		en := &engine{iface: ic.Name, link: l, ep: ep, local: local, driver: newGenDriver(ep)}
+		if en.ctl, err = control.NewEngineDriver(en.driver); err != nil {
+			return nil, err
+		}
 		if i == 0 {
 			en.xdp = fi // closes every link of the interface
 		}
@@ -200,7 +212,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		if opts.CPU >= 0 {
 			ec.CPU, ec.PinSet = (opts.CPU+i)%runtime.NumCPU(), true
 		}
-		en.e = dataplane.NewEngine(ec, l, ep, en.driver)
+		en.e = dataplane.NewEngine(ec, l, ep, en.ctl)
 		ens = append(ens, en)
 	}
 	if len(ens) > 1 {

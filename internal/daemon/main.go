@@ -71,9 +71,12 @@ func Main(name string, args []string, stderr io.Writer) int {
 				continue
 			}
 			// Of what may change at run time, this version applies the
-			// log level; the metrics endpoint and session limits arrive
-			// with the telemetry and client packages.
+			// log level and the session limits; the metrics endpoint
+			// arrives with the telemetry package.
 			levelVar.Set(next.SlogLevel())
+			if srv := setLimits.Load(); srv != nil {
+				srv.SetLimits(next.Limits)
+			}
 			cur = next
 			log.Info("reloaded", "changes", changes)
 		}
