@@ -277,14 +277,28 @@ func (q *QP) PollCQ(dst []Completion) (int, error) {
 	return int(got), nil
 }
 
+// SpinBeforeSleep is how long WaitCQ polls before it sleeps on the
+// doorbell: a completion due within a round trip is cheaper to spin for
+// than to be woken for (a wakeup costs tens of microseconds on a busy
+// host), and a longer spin would take the CPU from the daemon's engines
+// on a small machine.
+var SpinBeforeSleep = 30 * time.Microsecond
+
 // WaitCQ blocks until at least one completion is there, ctx ends, or the
-// daemon goes, then takes up to len(dst). It spins briefly first (a
-// completion due within microseconds is cheaper to spin for than to
-// sleep for), then sleeps on the completion queue's doorbell.
+// daemon goes, then takes up to len(dst). It spins for SpinBeforeSleep
+// first, then sleeps on the completion queue's doorbell.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
-	for i := 0; i < 200; i++ {
+	var start time.Time
+	for i := 0; ; i++ {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
 			return n, err
+		}
+		if i%32 == 0 { // the clock costs more than a poll
+			if i == 0 {
+				start = time.Now()
+			} else if time.Since(start) >= SpinBeforeSleep {
+				break
+			}
 		}
 	}
 	wctx, cancel := q.c.goneCtx(ctx)

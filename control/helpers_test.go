@@ -15,6 +15,7 @@ import (
 	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/dataplane/udplink"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -31,10 +32,33 @@ type host struct {
 
 // newHosts builds two daemons joined by an in-memory link that loses
 // `loss` of the packets.
-func newHosts(t *testing.T, loss float64, limits config.Limits) (*host, *host) {
+func newHosts(t testing.TB, loss float64, limits config.Limits) (*host, *host) {
 	t.Helper()
 	a, b := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
 	la, lb := dataplane.NewMemPair(a, b, 9000, loss, 7)
+	return newHostsOn(t, a, b, la, lb, limits)
+}
+
+// newUDPHosts builds two daemons on loopback addresses with the UDP
+// backend: real sockets and real wakeups, no privileges needed.
+func newUDPHosts(t testing.TB) (*host, *host) {
+	t.Helper()
+	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	port := uint16(20000 + rand.IntN(20000))
+	la, err := udplink.Open(udplink.Config{Local: a, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := udplink.Open(udplink.Config{Local: b, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { la.Close(); lb.Close() })
+	return newHostsOn(t, a, b, la, lb, config.Limits{})
+}
+
+func newHostsOn(t testing.TB, a, b netip.Addr, la, lb dataplane.Link, limits config.Limits) (*host, *host) {
+	t.Helper()
 	dir := t.TempDir()
 	mk := func(addr netip.Addr, link dataplane.Link, name string) *host {
 		ep, err := transport.NewEndpoint(transport.Config{}, addr)
@@ -45,7 +69,7 @@ func newHosts(t *testing.T, loss float64, limits config.Limits) (*host, *host) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
+		e := dataplane.NewEngine(dataplane.EngineConfig{SpinIterations: spinIters, MaxSleep: maxSleep}, link, ep, d)
 		ctx, cancel := context.WithCancel(context.Background())
 		h := &host{addr: addr, sock: filepath.Join(dir, name+".sock"), eng: e, cancel: cancel, done: make(chan struct{})}
 		h.srv = control.NewServer(limits, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
@@ -68,7 +92,7 @@ func (h *host) stop() {
 	<-h.done
 }
 
-func dial(t *testing.T, h *host) *client.Client {
+func dial(t testing.TB, h *host) *client.Client {
 	t.Helper()
 	c, err := client.Dial(h.sock)
 	if err != nil {
@@ -79,7 +103,7 @@ func dial(t *testing.T, h *host) *client.Client {
 }
 
 // region allocates and registers n bytes.
-func region(t *testing.T, c *client.Client, n int, access client.Access) *client.MR {
+func region(t testing.TB, c *client.Client, n int, access client.Access) *client.MR {
 	t.Helper()
 	m, err := client.Alloc(n)
 	if err != nil {
@@ -94,7 +118,7 @@ func region(t *testing.T, c *client.Client, n int, access client.Access) *client
 }
 
 // pair connects a queue pair of ca to one of cb.
-func pair(t *testing.T, ca *client.Client, cb *client.Client, hb *host) (*client.QP, *client.QP) {
+func pair(t testing.TB, ca *client.Client, cb *client.Client, hb *host) (*client.QP, *client.QP) {
 	t.Helper()
 	qa, err := ca.CreateQP(client.QPOptions{})
 	if err != nil {
@@ -163,3 +187,6 @@ func waitCounts(t *testing.T, h *host, sessions int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+var spinIters = 0
+var maxSleep = time.Duration(0)

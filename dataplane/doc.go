@@ -12,7 +12,7 @@
 // submits the batch with at most one syscall.
 //
 // Adaptive polling: while iterations find work the engine spins; after
-// SpinIterations idle iterations it blocks in Link.Poll until a packet may
+// SpinIterations idle iterations (or SpinTime) it blocks in Link.Poll until a packet may
 // have arrived, the next transport timer, or MaxSleep, whichever is first.
 // An idle engine therefore costs no CPU, which matters on two-core hosts
 // running two daemons and their applications.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,13 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "daemon" {
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "perf" {
+		if err := runPerf(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "metaroce perf:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
