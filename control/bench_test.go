@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/metaroce/metaroce/client"
+	"github.com/metaroce/metaroce/internal/apptest"
 )
 
 // BenchmarkPostToCompletion is the latency of one WRITE through the
@@ -25,11 +26,11 @@ func BenchmarkPostToCompletion(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	for _, size := range []int{64, 65536} {
 		b.Run(sizeName(size), func(b *testing.B) {
-			ha, hb := newUDPHosts(b)
-			ca, cb := dial(b, ha), dial(b, hb)
+			ha, hb := apptest.Pair(b)
+			ca, cb := dial(b, ha.Sock), dial(b, hb.Sock)
 			src := region(b, ca, size, 0)
 			dst := region(b, cb, size, client.RemoteWrite)
-			qa, _ := pair(b, ca, cb, hb)
+			qa, _ := pair(b, ca, cb, hb.Addr)
 			var c [1]client.Completion
 			b.SetBytes(int64(size))
 			b.ReportAllocs()

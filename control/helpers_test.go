@@ -15,7 +15,6 @@ import (
 	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
-	"github.com/metaroce/metaroce/dataplane/udplink"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -39,24 +38,6 @@ func newHosts(t testing.TB, loss float64, limits config.Limits) (*host, *host) {
 	return newHostsOn(t, a, b, la, lb, limits)
 }
 
-// newUDPHosts builds two daemons on loopback addresses with the UDP
-// backend: real sockets and real wakeups, no privileges needed.
-func newUDPHosts(t testing.TB) (*host, *host) {
-	t.Helper()
-	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	port := uint16(20000 + rand.IntN(20000))
-	la, err := udplink.Open(udplink.Config{Local: a, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := udplink.Open(udplink.Config{Local: b, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { la.Close(); lb.Close() })
-	return newHostsOn(t, a, b, la, lb, config.Limits{})
-}
-
 func newHostsOn(t testing.TB, a, b netip.Addr, la, lb dataplane.Link, limits config.Limits) (*host, *host) {
 	t.Helper()
 	dir := t.TempDir()
@@ -69,7 +50,7 @@ func newHostsOn(t testing.TB, a, b netip.Addr, la, lb dataplane.Link, limits con
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := dataplane.NewEngine(dataplane.EngineConfig{SpinIterations: spinIters, MaxSleep: maxSleep}, link, ep, d)
+		e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
 		ctx, cancel := context.WithCancel(context.Background())
 		h := &host{addr: addr, sock: filepath.Join(dir, name+".sock"), eng: e, cancel: cancel, done: make(chan struct{})}
 		h.srv = control.NewServer(limits, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
@@ -92,9 +73,9 @@ func (h *host) stop() {
 	<-h.done
 }
 
-func dial(t testing.TB, h *host) *client.Client {
+func dial(t testing.TB, sock string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(h.sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +99,7 @@ func region(t testing.TB, c *client.Client, n int, access client.Access) *client
 }
 
 // pair connects a queue pair of ca to one of cb.
-func pair(t testing.TB, ca *client.Client, cb *client.Client, hb *host) (*client.QP, *client.QP) {
+func pair(t testing.TB, ca *client.Client, cb *client.Client, b netip.Addr) (*client.QP, *client.QP) {
 	t.Helper()
 	qa, err := ca.CreateQP(client.QPOptions{})
 	if err != nil {
@@ -132,7 +113,7 @@ func pair(t testing.TB, ca *client.Client, cb *client.Client, hb *host) (*client
 	defer cancel()
 	acc := make(chan error, 1)
 	go func() { _, err := qb.Accept(ctx); acc <- err }()
-	if err := qa.Connect(ctx, hb.addr, qb.Num); err != nil {
+	if err := qa.Connect(ctx, b, qb.Num); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-acc; err != nil {
@@ -187,6 +168,3 @@ func waitCounts(t *testing.T, h *host, sessions int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-var spinIters = 0
-var maxSleep = time.Duration(0)

@@ -50,11 +50,11 @@ func registerUnsealed(t *testing.T, h *host) proto.Code {
 // drops 1% of packets, checking every byte where it lands.
 func TestVerbs(t *testing.T) {
 	ha, hb := newHosts(t, 0.01, config.Limits{})
-	ca, cb := dial(t, ha), dial(t, hb)
+	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
 	const n = 1 << 20
 	src := region(t, ca, n, client.LocalWrite)
 	dst := region(t, cb, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
-	qa, qb := pair(t, ca, cb, hb)
+	qa, qb := pair(t, ca, cb, hb.addr)
 
 	// WRITE, then WRITE with immediate: the peer sees the immediate.
 	fill(src.Bytes(), 1)
@@ -109,11 +109,11 @@ func TestVerbs(t *testing.T) {
 // error at the sender; the connection stays usable.
 func TestForgedAndStaleKeys(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha), dial(t, hb)
+	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
 	src := region(t, ca, 65536, 0)
 	dst := region(t, cb, 65536, client.RemoteWrite)
 	other := region(t, cb, 65536, client.RemoteRead) // no remote write
-	qa, _ := pair(t, ca, cb, hb)
+	qa, _ := pair(t, ca, cb, hb.addr)
 	fill(src.Bytes(), 9)
 	for _, tc := range []struct {
 		name string
@@ -163,10 +163,10 @@ func TestForgedAndStaleKeys(t *testing.T) {
 // with a local protection completion.
 func TestLocalErrors(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha), dial(t, hb)
+	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
 	src := region(t, ca, 8192, 0)
 	dst := region(t, cb, 8192, client.RemoteWrite|client.RemoteRead)
-	qa, _ := pair(t, ca, cb, hb)
+	qa, _ := pair(t, ca, cb, hb.addr)
 	if err := qa.PostWrite(1, src, 4096, 8192, dst.Addr, dst.Key); !errors.Is(err, client.ErrOutOfRange) {
 		t.Errorf("range beyond the region: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestLimitsAndReclaim(t *testing.T) {
 // TestBadRegistrations: memory the daemon cannot safely map is refused.
 func TestBadRegistrations(t *testing.T) {
 	ha, _ := newHosts(t, 0, config.Limits{})
-	c := dial(t, ha)
+	c := dial(t, ha.sock)
 	m, err := client.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -245,8 +245,8 @@ func TestBadRegistrations(t *testing.T) {
 // ErrDaemonGone, and later calls fail the same way.
 func TestDaemonGone(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha), dial(t, hb)
-	qa, _ := pair(t, ca, cb, hb)
+	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
+	qa, _ := pair(t, ca, cb, hb.addr)
 	errc := make(chan error, 1)
 	go func() {
 		var c [1]client.Completion
