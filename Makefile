@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
-RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./control/... ./client/...
+RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./control/... ./client/... ./examples/...
 
 .PHONY: test lint unit race fuzz bench generate
 

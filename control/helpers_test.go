@@ -3,8 +3,6 @@ package control_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
@@ -12,65 +10,21 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/client"
-	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/apptest"
 	"github.com/metaroce/metaroce/transport"
 )
 
-// host is one in-process daemon: an engine over one end of an in-memory
-// link, and the control server on a socket in a temporary directory.
-type host struct {
-	addr   netip.Addr
-	sock   string
-	srv    *control.Server
-	eng    *dataplane.Engine
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // newHosts builds two daemons joined by an in-memory link that loses
 // `loss` of the packets.
-func newHosts(t testing.TB, loss float64, limits config.Limits) (*host, *host) {
+func newHosts(t testing.TB, loss float64, limits config.Limits) (*apptest.Host, *apptest.Host) {
 	t.Helper()
 	a, b := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
 	la, lb := dataplane.NewMemPair(a, b, 9000, loss, 7)
-	return newHostsOn(t, a, b, la, lb, limits)
-}
-
-func newHostsOn(t testing.TB, a, b netip.Addr, la, lb dataplane.Link, limits config.Limits) (*host, *host) {
-	t.Helper()
 	dir := t.TempDir()
-	mk := func(addr netip.Addr, link dataplane.Link, name string) *host {
-		ep, err := transport.NewEndpoint(transport.Config{}, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := control.NewEngineDriver(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
-		ctx, cancel := context.WithCancel(context.Background())
-		h := &host{addr: addr, sock: filepath.Join(dir, name+".sock"), eng: e, cancel: cancel, done: make(chan struct{})}
-		h.srv = control.NewServer(limits, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		ln, err := control.Listen(h.sock, 0o600, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		engDone := make(chan struct{})
-		go func() { e.Run(ctx); close(engDone) }()
-		go func() { h.srv.Serve(ctx, ln); <-engDone; close(h.done) }()
-		t.Cleanup(h.stop)
-		return h
-	}
-	return mk(a, la, "a"), mk(b, lb, "b")
-}
-
-func (h *host) stop() {
-	h.cancel()
-	<-h.done
+	return apptest.Start(t, a, la, transport.Config{}, limits, filepath.Join(dir, "a.sock")),
+		apptest.Start(t, b, lb, transport.Config{}, limits, filepath.Join(dir, "b.sock"))
 }
 
 func dial(t testing.TB, sock string) *client.Client {
@@ -154,11 +108,11 @@ func same(t *testing.T, what string, got, want []byte) {
 
 // waitCounts waits (10 s at most) until the daemon holds nothing for any
 // session beyond `sessions` empty ones.
-func waitCounts(t *testing.T, h *host, sessions int) {
+func waitCounts(t *testing.T, h *apptest.Host, sessions int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c := h.srv.Counts()
+		c := h.Srv.Counts()
 		if c.Sessions == sessions && c.Regions == 0 && c.QPs == 0 && c.Bytes == 0 {
 			return
 		}

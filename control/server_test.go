@@ -7,14 +7,15 @@ import (
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/internal/apptest"
 	"golang.org/x/sys/unix"
 )
 
 // registerUnsealed offers the daemon a memfd without F_SEAL_SHRINK, over
 // the raw protocol (the client library always seals).
-func registerUnsealed(t *testing.T, h *host) proto.Code {
+func registerUnsealed(t *testing.T, h *apptest.Host) proto.Code {
 	t.Helper()
-	c, err := proto.Dial(h.sock)
+	c, err := proto.Dial(h.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +51,11 @@ func registerUnsealed(t *testing.T, h *host) proto.Code {
 // drops 1% of packets, checking every byte where it lands.
 func TestVerbs(t *testing.T) {
 	ha, hb := newHosts(t, 0.01, config.Limits{})
-	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
+	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
 	const n = 1 << 20
 	src := region(t, ca, n, client.LocalWrite)
 	dst := region(t, cb, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
-	qa, qb := pair(t, ca, cb, hb.addr)
+	qa, qb := pair(t, ca, cb, hb.Addr)
 
 	// WRITE, then WRITE with immediate: the peer sees the immediate.
 	fill(src.Bytes(), 1)
@@ -109,11 +110,11 @@ func TestVerbs(t *testing.T) {
 // error at the sender; the connection stays usable.
 func TestForgedAndStaleKeys(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
+	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
 	src := region(t, ca, 65536, 0)
 	dst := region(t, cb, 65536, client.RemoteWrite)
 	other := region(t, cb, 65536, client.RemoteRead) // no remote write
-	qa, _ := pair(t, ca, cb, hb.addr)
+	qa, _ := pair(t, ca, cb, hb.Addr)
 	fill(src.Bytes(), 9)
 	for _, tc := range []struct {
 		name string
@@ -163,10 +164,10 @@ func TestForgedAndStaleKeys(t *testing.T) {
 // with a local protection completion.
 func TestLocalErrors(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
+	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
 	src := region(t, ca, 8192, 0)
 	dst := region(t, cb, 8192, client.RemoteWrite|client.RemoteRead)
-	qa, _ := pair(t, ca, cb, hb.addr)
+	qa, _ := pair(t, ca, cb, hb.Addr)
 	if err := qa.PostWrite(1, src, 4096, 8192, dst.Addr, dst.Key); !errors.Is(err, client.ErrOutOfRange) {
 		t.Errorf("range beyond the region: %v", err)
 	}
@@ -191,7 +192,7 @@ func TestLocalErrors(t *testing.T) {
 // is gone from the daemon's counts when it closes.
 func TestLimitsAndReclaim(t *testing.T) {
 	ha, _ := newHosts(t, 0, config.Limits{MaxRegionsPerSession: 2, MaxRegionBytesPerSession: 1 << 20, MaxQPsPerSession: 1})
-	c, err := client.Dial(ha.sock)
+	c, err := client.Dial(ha.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestLimitsAndReclaim(t *testing.T) {
 	if _, err := c.CreateQP(client.QPOptions{}); !errors.Is(err, client.ErrLimit) {
 		t.Errorf("second queue pair: %v", err)
 	}
-	if got := ha.srv.Counts(); got.Sessions != 1 || got.Regions != 2 || got.QPs != 1 || got.Bytes != 8192 {
+	if got := ha.Srv.Counts(); got.Sessions != 1 || got.Regions != 2 || got.QPs != 1 || got.Bytes != 8192 {
 		t.Errorf("counts with one session %+v", got)
 	}
 	c.Close()
@@ -227,7 +228,7 @@ func TestLimitsAndReclaim(t *testing.T) {
 // TestBadRegistrations: memory the daemon cannot safely map is refused.
 func TestBadRegistrations(t *testing.T) {
 	ha, _ := newHosts(t, 0, config.Limits{})
-	c := dial(t, ha.sock)
+	c := dial(t, ha.Sock)
 	m, err := client.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -245,15 +246,15 @@ func TestBadRegistrations(t *testing.T) {
 // ErrDaemonGone, and later calls fail the same way.
 func TestDaemonGone(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.sock), dial(t, hb.sock)
-	qa, _ := pair(t, ca, cb, hb.addr)
+	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
+	qa, _ := pair(t, ca, cb, hb.Addr)
 	errc := make(chan error, 1)
 	go func() {
 		var c [1]client.Completion
 		_, err := qa.WaitCQ(t.Context(), c[:])
 		errc <- err
 	}()
-	ha.stop()
+	ha.Stop()
 	if err := <-errc; !errors.Is(err, client.ErrDaemonGone) {
 		t.Fatalf("wait: %v", err)
 	}

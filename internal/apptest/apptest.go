@@ -1,7 +1,7 @@
 // Package apptest runs metaroced's application side in-process for tests
-// of programs built on client/: two daemons, each an engine and a
-// control server, joined by UDP over loopback (127.0.0.1 and 127.0.0.2),
-// so no privileges are needed and the sockets and wakeups are real.
+// of programs built on client/: daemons that are each an engine and a
+// control server, joined by UDP over loopback (127.0.0.1 and 127.0.0.2:
+// no privileges, real sockets and wakeups) or by any pair of links.
 package apptest
 
 import (
@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/metaroce/metaroce/control"
@@ -25,46 +26,66 @@ type Host struct {
 	Addr netip.Addr // the engine's address: where peers connect
 	Sock string     // its control socket
 	Srv  *control.Server
+	Eng  *dataplane.Engine
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
 }
 
-// Pair starts two daemons for t, stopped by t.Cleanup.
+// Stop stops the daemon (its clients see ErrDaemonGone); t.Cleanup does
+// it too.
+func (h *Host) Stop() {
+	h.once.Do(func() {
+		h.cancel()
+		<-h.done
+		<-h.done
+	})
+}
+
+// Pair starts two daemons over UDP on loopback, stopped by t.Cleanup.
 func Pair(t testing.TB) (*Host, *Host) {
 	t.Helper()
 	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	port := uint16(20000 + rand.IntN(20000)) // both bind it, each on its own address
-	dir := t.TempDir()
-	mk := func(addr netip.Addr, name string) *Host {
+	var links [2]dataplane.Link
+	for i, addr := range []netip.Addr{a, b} {
 		l, err := udplink.Open(udplink.Config{Local: addr, Port: port})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ep, err := transport.NewEndpoint(transport.Config{Port: port}, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := control.NewEngineDriver(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := dataplane.NewEngine(dataplane.EngineConfig{}, l, ep, d)
-		h := &Host{Addr: addr, Sock: filepath.Join(dir, name+".sock")}
-		h.Srv = control.NewServer(config.Limits{}, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		ln, err := control.Listen(h.Sock, 0o600, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{}, 2)
-		go func() { e.Run(ctx); done <- struct{}{} }()
-		go func() { h.Srv.Serve(ctx, ln); done <- struct{}{} }()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-			<-done
-			l.Close()
-		})
-		return h
+		t.Cleanup(func() { l.Close() })
+		links[i] = l
 	}
-	return mk(a, "a"), mk(b, "b")
+	dir := t.TempDir()
+	cfg := transport.Config{Port: port}
+	return Start(t, a, links[0], cfg, config.Limits{}, filepath.Join(dir, "a.sock")),
+		Start(t, b, links[1], cfg, config.Limits{}, filepath.Join(dir, "b.sock"))
+}
+
+// Start runs one daemon on link, serving its control socket at sock.
+func Start(t testing.TB, addr netip.Addr, link dataplane.Link, cfg transport.Config, limits config.Limits, sock string) *Host {
+	t.Helper()
+	ep, err := transport.NewEndpoint(cfg, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := control.NewEngineDriver(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
+	h := &Host{Addr: addr, Sock: sock, Eng: e, done: make(chan struct{}, 2)}
+	h.Srv = control.NewServer(limits, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := control.Listen(sock, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { e.Run(ctx); h.done <- struct{}{} }()
+	go func() { h.Srv.Serve(ctx, ln); h.done <- struct{}{} }()
+	t.Cleanup(h.Stop)
+	return h
 }
