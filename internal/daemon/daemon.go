@@ -225,9 +225,13 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 	return ens, nil
 }
 
-// whyLink adds the reason for the backend choice to a link's Info.
+// whyLink adds the reason for the backend choice to a UDP link's Info.
+// It embeds the concrete link, not the interface, so the engine still
+// sees its PollFD and sleeps on the socket and the applications' doorbell
+// together (an interface would hide the method, and the engine would
+// fall back to polling every 50 us).
 type whyLink struct {
-	dataplane.Link
+	*udplink.Link
 	why string
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
@@ -148,4 +149,15 @@ func TestMultiQueueDaemons(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("target did not verify every message")
+}
+
+// TestUDPLinkKeepsPollFD: the UDP backend's wrapper must not hide the
+// socket from the engine, which sleeps on it and the applications'
+// doorbell in one ppoll (dataplane.PollFDer); without it the engine polls
+// the link every 50 us instead of being woken.
+func TestUDPLinkKeepsPollFD(t *testing.T) {
+	var l dataplane.Link = &whyLink{}
+	if _, ok := l.(dataplane.PollFDer); !ok {
+		t.Fatal("whyLink hides PollFD")
+	}
 }
