@@ -21,11 +21,16 @@ import (
 
 // Engine is one engine the server places queue pairs on.
 type Engine struct {
-	E      *dataplane.Engine
-	D      *EngineDriver
-	Local  netip.Addr
-	Iface  string
-	engine int
+	E     *dataplane.Engine
+	D     *EngineDriver
+	Local netip.Addr
+	Iface string
+	// Mask and Tag are the engine's connection-id tag (transport.Config
+	// IDMask, IDTag) when several engines share an interface: queue pair
+	// numbers carry the tag too, so a peer's CONNECT for one is handed
+	// to this engine whichever queue it arrived on (dataplane owner).
+	Mask, Tag uint32
+	engine    int
 }
 
 // Fallback answers requests whose operation the server does not know
@@ -312,15 +317,16 @@ func (s *Server) deregister(ctx context.Context, ss *session, key uint32) error 
 	return nil
 }
 
-// newQPN draws a queue pair number no live queue pair has. Random, so a
-// number seen once says nothing about the next (they are the services a
-// peer may connect to); never 0 or the generator's service.
-func (s *Server) newQPN() uint32 {
+// newQPN draws a queue pair number no live queue pair has, with e's tag
+// in its low bits. Random, so a number seen once says nothing about the
+// next (they are the services a peer may connect to); never 0, and below
+// 2^24, so never the daemon generator's service (dataplane.GenService).
+func (s *Server) newQPN(e *Engine) uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		n := rand.Uint32() & 0x00ffffff
-		if n != 0 && n != 1 && !s.qpns[n] {
+		n := rand.Uint32()&0x00ffffff&^e.Mask | e.Tag
+		if n != 0 && !s.qpns[n] {
 			s.qpns[n] = true
 			return n
 		}
@@ -357,7 +363,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		return nil, err
 	}
 	e := s.engines[req.Engine]
-	qpn := s.newQPN()
+	qpn := s.newQPN(e)
 	q, err := newQP(qpn, ss, sqn, cqn)
 	if err != nil {
 		s.freeQPN(qpn)

@@ -117,19 +117,30 @@ func (m *Mailbox) drain(f func(s *mailSlot)) int {
 }
 
 // owner returns the engine a packet belongs to: the tag in its
-// destination connection id, or -1 for "whoever received it" (connection
-// set-up, or something that does not parse as a v1 packet: the local
-// transport counts and drops it).
+// destination connection id; for a CONNECT, which has none yet, the tag
+// in the service it asks for (the daemon numbers each application queue
+// pair, a service, with its engine's tag, so the connection is made on
+// the engine that serves the queue pair, whichever queue RSS picked);
+// -1 for "whoever received it" (other set-up packets, or something that
+// does not parse as a v1 packet: the local transport counts and drops
+// it).
 func owner(pkt []byte, mask uint32) int {
 	if mask == 0 || len(pkt) < wire.PrefixLen || pkt[0] != wire.Version {
 		return -1
 	}
 	id := binary.BigEndian.Uint32(pkt[4:8])
 	if id == 0 {
+		if wire.Opcode(pkt[1]) == wire.OpConnect && len(pkt) >= connectServiceEnd {
+			return int(binary.BigEndian.Uint32(pkt[connectServiceEnd-4:connectServiceEnd]) & mask)
+		}
 		return -1
 	}
 	return int(id & mask)
 }
+
+// connectServiceEnd is where a CONNECT's Service field ends (§7.2:
+// bytes 16..19).
+const connectServiceEnd = 20
 
 // ConnectEngines lets engines serving queues of one interface hand each
 // other the packets of connections they do not own. Engine i must have

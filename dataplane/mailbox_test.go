@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
 )
 
 // rssHost is a host with several receive queues; rssLink is one queue's
@@ -156,4 +157,29 @@ func BenchmarkMailbox(b *testing.B) {
 		m.drain(f)
 	}
 	_ = sink
+}
+
+// TestOwnerOfConnect: a CONNECT, which names no connection yet, belongs to
+// the engine its service is tagged with; other packets to the tag of
+// their destination connection; set-up replies to whoever got them.
+func TestOwnerOfConnect(t *testing.T) {
+	mask := IDMask(4)
+	pkt := make([]byte, wire.ConnLen+wire.TrailerLen)
+	for _, tc := range []struct {
+		h    wire.ConnHeader
+		want int
+	}{
+		{wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: 0x77, Service: 0x123456}, int(0x123456 & mask)},
+		{wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: 0x77, Service: 0x123457}, int(0x123457 & mask)},
+		{wire.ConnHeader{Opcode: wire.OpAccept, DstConn: 0x1002, SrcConn: 0x77, Service: 0x123457}, int(0x1002 & mask)},
+		{wire.ConnHeader{Opcode: wire.OpReject, SrcConn: 0x77, Service: 0x123457}, -1},
+	} {
+		tc.h.Put(pkt)
+		if got := owner(pkt, mask); got != tc.want {
+			t.Errorf("%v to conn %#x for service %#x: owner %d, want %d", tc.h.Opcode, tc.h.DstConn, tc.h.Service, got, tc.want)
+		}
+	}
+	if got := owner(pkt[:10], mask); got != -1 {
+		t.Errorf("truncated: owner %d", got)
+	}
 }

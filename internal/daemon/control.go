@@ -107,7 +107,9 @@ func (d *Daemon) serveControl(ctx context.Context) (*control.Server, func(), err
 	}
 	var engines []*control.Engine
 	for _, en := range d.engines {
-		engines = append(engines, &control.Engine{E: en.e, D: en.ctl, Local: en.local, Iface: en.iface})
+		cfg := en.ep.Config()
+		engines = append(engines, &control.Engine{E: en.e, D: en.ctl, Local: en.local, Iface: en.iface,
+			Mask: cfg.IDMask, Tag: cfg.IDTag})
 	}
 	srv := control.NewServer(d.cfg.Limits, engines, d.fallback, d.log)
 	done := make(chan struct{})
@@ -248,8 +250,9 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 
 // Client talks to a daemon's control socket.
 type Client struct {
-	c   *proto.Conn
-	seq uint64
+	c    *proto.Conn
+	seq  uint64
+	path string
 }
 
 // Dial connects to the control socket at path, retrying until timeout
@@ -259,7 +262,7 @@ func Dial(path string, timeout time.Duration) (*Client, error) {
 	for {
 		c, err := proto.Dial(path)
 		if err == nil {
-			return &Client{c: c}, nil
+			return &Client{c: c, path: path}, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("control socket %s: %w", path, err)

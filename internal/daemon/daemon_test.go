@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/testnet"
@@ -159,5 +160,79 @@ func TestUDPLinkKeepsPollFD(t *testing.T) {
 	var l dataplane.Link = &whyLink{}
 	if _, ok := l.(dataplane.PollFDer); !ok {
 		t.Fatal("whyLink hides PollFD")
+	}
+}
+
+// TestMultiQueueQueuePairs: with two queues per interface, queue pairs on
+// either engine connect to queue pairs on either engine of the peer, and
+// WRITE and READ move every byte, whichever queue RSS delivers the
+// handshake and the data to.
+func TestMultiQueueQueuePairs(t *testing.T) {
+	s := testnet.NewStar(t, 2, testnet.Config{Link: testnet.LinkConfig{Queues: 2}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	socks := make([]string, 2)
+	for i, h := range s.Hosts {
+		c := startDaemonQueues(t, ctx, h, config.BackendAFXDP, []int{0, 1})
+		socks[i] = c.path
+	}
+	ca, err := client.Dial(socks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := client.Dial(socks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	const n = 1 << 20
+	mem := func(c *client.Client) *client.MR {
+		m, err := client.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		mr, err := c.RegisterMemory(m, 0, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mr
+	}
+	src, dst := mem(ca), mem(cb)
+	for round, engines := range [][2]int{{1, 0}, {0, 1}, {1, 1}} {
+		qa, err := ca.CreateQP(client.QPOptions{Engine: engines[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qb, err := cb.CreateQP(client.QPOptions{Engine: engines[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		acc := make(chan error, 1)
+		go func() { _, err := qb.Accept(cctx); acc <- err }()
+		if err := qa.Connect(cctx, s.Hosts[1].IPv4, qb.Num); err != nil {
+			t.Fatalf("engines %v: connect: %v", engines, err)
+		}
+		if err := <-acc; err != nil {
+			t.Fatalf("engines %v: accept: %v", engines, err)
+		}
+		for i := range src.Bytes() {
+			src.Bytes()[i] = byte(i*7 + round)
+		}
+		if err := qa.PostWrite(1, src, 0, n, dst.Addr, dst.Key); err != nil {
+			t.Fatal(err)
+		}
+		var c [1]client.Completion
+		if _, err := qa.WaitCQ(cctx, c[:]); err != nil || c[0].Err() != nil {
+			t.Fatalf("engines %v: write: %v %v", engines, err, c[0].Err())
+		}
+		if string(dst.Bytes()) != string(src.Bytes()) {
+			t.Fatalf("engines %v: written bytes differ", engines)
+		}
+		ccancel()
+		qa.Destroy()
+		qb.Destroy()
 	}
 }
