@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,21 +24,28 @@ import (
 
 // DemoResult is the JSON of `metaroce demo`.
 type DemoResult struct {
-	DataVerified     bool    `json:"data_verified"`
-	MessagesLost     int     `json:"messages_lost"`
-	Messages         int     `json:"messages"`
-	BytesVerified    int64   `json:"bytes_verified"`
-	GoodputGbps      float64 `json:"goodput_gbps"`
-	WriteLatP50us    float64 `json:"write_lat_p50_us"`
-	WriteLatP99us    float64 `json:"write_lat_p99_us"`
-	XDPMode          string  `json:"xdp_mode"`
-	ZeroCopy         bool    `json:"zerocopy"`
-	Backend          string  `json:"backend"`
-	BackendWhy       string  `json:"backend_note,omitempty"`
-	Loss             float64 `json:"loss"`
-	SwitchDropped    uint64  `json:"switch_dropped"`
-	Retransmitted    uint64  `json:"packets_retransmitted"`
-	PacketsSent      uint64  `json:"packets_sent"`
+	DataVerified  bool    `json:"data_verified"`
+	MessagesLost  int     `json:"messages_lost"`
+	Messages      int     `json:"messages"`
+	BytesVerified int64   `json:"bytes_verified"`
+	GoodputGbps   float64 `json:"goodput_gbps"`
+	WriteLatP50us float64 `json:"write_lat_p50_us"`
+	WriteLatP99us float64 `json:"write_lat_p99_us"`
+	XDPMode       string  `json:"xdp_mode"`
+	ZeroCopy      bool    `json:"zerocopy"`
+	Backend       string  `json:"backend"`
+	BackendWhy    string  `json:"backend_note,omitempty"`
+	Loss          float64 `json:"loss"`
+	SwitchDropped uint64  `json:"switch_dropped"`
+	Retransmitted uint64  `json:"packets_retransmitted"`
+	PacketsSent   uint64  `json:"packets_sent"`
+	// The same WRITEs from applications: metaroce perf processes on
+	// client/, through shared-memory queue pairs (the figures above come
+	// from the daemon's built-in generator, with no application hop).
+	AppWriteGbps     float64 `json:"app_write_gbps"`
+	AppWriteLatP50us float64 `json:"app_write_lat_p50_us"`
+	AppWriteLatP99us float64 `json:"app_write_lat_p99_us"`
+	AppDataVerified  bool    `json:"app_data_verified"`
 	UDPBackendGbps   float64 `json:"udp_backend_gbps"`
 	RawAFXDPGbps     float64 `json:"raw_afxdp_gbps"`
 	RawAFXDPLatP50us float64 `json:"raw_afxdp_lat_p50_us"`
@@ -58,6 +68,7 @@ type demoOpts struct {
 	size     int
 	latCount int
 	udpBytes int64
+	appBytes int64
 	ipv6     bool
 	duration time.Duration
 }
@@ -70,6 +81,7 @@ func runDemo(args []string, out io.Writer) error {
 	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE in the bandwidth test")
 	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
 	fs.Int64Var(&o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
+	fs.Int64Var(&o.appBytes, "app-bytes", 64<<20, "bytes of WRITEs from application processes (metaroce perf)")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
 	fs.DurationVar(&o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -149,6 +161,20 @@ func demo(o demoOpts) (*DemoResult, error) {
 		res.MessagesLost += o.latCount - lat.Completed
 		res.BytesVerified += lts.Bytes
 		res.DataVerified = ok && lts.Verified == o.latCount && lts.Corrupt == 0 && lts.Duplicates == 0
+		// Applications: perf server on b, client on a, separate processes.
+		bwArgs := fmt.Sprintf("-s %d -n %d -seed 5", o.size, max(1, o.appBytes/int64(o.size)))
+		abw, err := runPerfPair(self, dir, "afxdp", a, b, peer, 18515, "write-bw", bwArgs)
+		if err != nil {
+			return fmt.Errorf("perf write-bw: %w", err)
+		}
+		alat, err := runPerfPair(self, dir, "afxdp", a, b, peer, 18516, "write-lat", fmt.Sprintf("-s 64 -n %d", o.latCount))
+		if err != nil {
+			return fmt.Errorf("perf write-lat: %w", err)
+		}
+		res.AppWriteGbps = abw.Rows[0].BWAvgGbps
+		res.AppWriteLatP50us, res.AppWriteLatP99us = alat.Rows[0].TTypicalUs, alat.Rows[0].P99Us
+		res.AppDataVerified = abw.Verified && alat.Verified
+		res.DataVerified = res.DataVerified && res.AppDataVerified
 		st, _ = ca.Do(daemon.Request{Op: "status"})
 		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
 		res.PacketsSent = st.Engines[0].Transport.DataSent
@@ -220,6 +246,69 @@ func genRun(ca, cb *daemon.Client, g daemon.GenParams) (*dataplaneResult, *datap
 	return r.Result, ts, nil
 }
 
+// runPerfPair runs `metaroce perf test` as a server process in b's
+// namespace and a client process in a's, against the daemons withDaemons
+// started, and returns the client's report. The server checks the data
+// (bandwidth tests) and the client reports its verdict.
+func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*PerfResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := startPerfPair(ctx, self, dir, backend, a, b, peer, port, test, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.wait(); err != nil {
+		return nil, err
+	}
+	var res PerfResult
+	if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("client report: %v: %s", err, r.cliOut.String())
+	}
+	if len(res.Rows) == 0 {
+		return nil, fmt.Errorf("client report without results: %s", r.cliOut.String())
+	}
+	return &res, nil
+}
+
+// perfRun is a perf server and client running.
+type perfRun struct {
+	srv, cli       *exec.Cmd
+	srvOut, cliOut bytes.Buffer
+}
+
+// startPerfPair starts the server, then the client (which retries its
+// out-of-band connection until the server listens).
+func startPerfPair(ctx context.Context, self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*perfRun, error) {
+	r := &perfRun{}
+	common := strings.Fields(args)
+	sa := filepath.Join(dir, a.Label+"-"+backend+".sock")
+	sb := filepath.Join(dir, b.Label+"-"+backend+".sock")
+	r.srv = b.Command(ctx, self, append([]string{"perf", test, "-socket", sb, "-port", fmt.Sprint(port), "-json"}, common...)...)
+	r.srv.Stdout, r.srv.Stderr = &r.srvOut, &r.srvOut
+	if err := r.srv.Start(); err != nil {
+		return nil, err
+	}
+	r.cli = a.Command(ctx, self, append([]string{"perf", test, "-socket", sa, "-port", fmt.Sprint(port),
+		"-connect", peer.String(), "-json"}, common...)...)
+	r.cli.Stdout, r.cli.Stderr = &r.cliOut, &r.cliOut
+	if err := r.cli.Start(); err != nil {
+		r.srv.Process.Kill()
+		r.srv.Wait()
+		return nil, err
+	}
+	return r, nil
+}
+
+// wait waits for both and reports the first failure with both outputs.
+func (r *perfRun) wait() error {
+	cerr, serr := r.cli.Wait(), r.srv.Wait()
+	if cerr != nil || serr != nil {
+		return fmt.Errorf("client: %v: %s; server: %v: %s", cerr, strings.TrimSpace(r.cliOut.String()),
+			serr, strings.TrimSpace(r.srvOut.String()))
+	}
+	return nil
+}
+
 // withDaemons starts metaroced (this binary's daemon command) in both
 // hosts' namespaces with the given backend, runs f, and stops them.
 func withDaemons(self, dir, backend string, ipv6 bool, a, b *testnet.Host, f func(ca, cb *daemon.Client) error) error {
@@ -283,6 +372,8 @@ func printDemo(w io.Writer, r *DemoResult) {
 	fmt.Fprintf(w, "data       verified %v, %d bytes, %d messages lost\n", r.DataVerified, r.BytesVerified, r.MessagesLost)
 	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)
 	fmt.Fprintf(w, "latency    WRITE p50 %.1f us, p99 %.1f us\n", r.WriteLatP50us, r.WriteLatP99us)
+	fmt.Fprintf(w, "apps       WRITE %.2f Gb/s, latency p50 %.1f us, p99 %.1f us (metaroce perf processes, verified %v)\n",
+		r.AppWriteGbps, r.AppWriteLatP50us, r.AppWriteLatP99us, r.AppDataVerified)
 	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f)\n",
 		r.RawAFXDPGbps, r.RawAFXDPLatP50us, r.TCPGbps, r.TCPOffloadsOnGbps)
 	fmt.Fprintf(w, "ratios     %.2f of raw AF_XDP, %.2fx TCP\n", r.GoodputVsRaw, r.GoodputVsTCP)

@@ -35,7 +35,7 @@ func TestDemoJSON(t *testing.T) {
 		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
 	}
 	var out bytes.Buffer
-	args := strings.Fields("-json -bytes 16777216 -lat-count 200 -udp-bytes 4194304 -baseline-duration 300ms")
+	args := strings.Fields("-json -bytes 16777216 -lat-count 200 -udp-bytes 4194304 -app-bytes 8388608 -baseline-duration 300ms")
 	if err := runDemo(args, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -45,17 +45,20 @@ func TestDemoJSON(t *testing.T) {
 	}
 	for _, k := range []string{"data_verified", "messages_lost", "goodput_gbps", "write_lat_p50_us", "write_lat_p99_us",
 		"xdp_mode", "zerocopy", "backend", "loss", "udp_backend_gbps", "raw_afxdp_gbps", "raw_afxdp_lat_p50_us",
-		"tcp_gbps", "tcp_offloads_on_gbps"} {
+		"tcp_gbps", "tcp_offloads_on_gbps", "app_write_gbps", "app_write_lat_p50_us", "app_write_lat_p99_us", "app_data_verified"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}
 	}
+	if m["app_data_verified"] != true {
+		t.Errorf("applications' data not verified: %v", m["app_data_verified"])
+	}
 	if m["data_verified"] != true || m["messages_lost"] != float64(0) || m["backend"] != "afxdp" {
 		t.Errorf("verified %v lost %v backend %v", m["data_verified"], m["messages_lost"], m["backend"])
 	}
-	for _, k := range []string{"goodput_gbps", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
+	for _, k := range []string{"goodput_gbps", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps", "app_write_gbps", "app_write_lat_p50_us"} {
 		if v, _ := m[k].(float64); v <= 0 {
-			t.Errorf("%s = %v, want a measured figure", k, m[k])
+			t.Errorf("%s = %v, want a measured figure (errors: %v)", k, m[k], m["errors"])
 		}
 	}
 }

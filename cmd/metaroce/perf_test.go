@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,32 +15,14 @@ import (
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
-// perfPair starts a perf server on b and its client on a, as separate
-// processes of this binary, and returns both commands with their output.
-type perfRun struct {
-	srv, cli       *exec.Cmd
-	srvOut, cliOut bytes.Buffer
-}
-
 func startPerf(t *testing.T, ctx context.Context, self, dir string, a, b *testnet.Host, port int, args string) *perfRun {
 	return startPerfTest(t, ctx, self, dir, a, b, port, "write-bw", args)
 }
 
 func startPerfTest(t *testing.T, ctx context.Context, self, dir string, a, b *testnet.Host, port int, test, args string) *perfRun {
 	t.Helper()
-	r := &perfRun{}
-	common := strings.Fields(args)
-	sa := filepath.Join(dir, a.Label+"-afxdp.sock")
-	sb := filepath.Join(dir, b.Label+"-afxdp.sock")
-	r.srv = b.Command(ctx, self, append([]string{"perf", test, "-socket", sb, "-port", fmt.Sprint(port), "-json"}, common...)...)
-	r.srv.Stdout, r.srv.Stderr = &r.srvOut, &r.srvOut
-	if err := r.srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.cli = a.Command(ctx, self, append([]string{"perf", test, "-socket", sa, "-port", fmt.Sprint(port),
-		"-connect", b.IPv4.String(), "-json"}, common...)...)
-	r.cli.Stdout, r.cli.Stderr = &r.cliOut, &r.cliOut
-	if err := r.cli.Start(); err != nil {
+	r, err := startPerfPair(ctx, self, dir, "afxdp", a, b, b.IPv4, port, test, args)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r
