@@ -121,6 +121,16 @@ func (e *Endpoint) Listen(service uint32, mem Memory) { e.services[service] = me
 // Conns returns the number of connections.
 func (e *Endpoint) Conns() int { return len(e.conns) }
 
+// EachConn calls f for every connection, in no particular order (call on
+// the owner; f must not open or close connections). It is how telemetry
+// walks the connections once per scrape without the endpoint keeping a
+// second index of them.
+func (e *Endpoint) EachConn(f func(c *Conn)) {
+	for _, c := range e.conns {
+		f(c)
+	}
+}
+
 // ErrTooManyConns is returned by Connect beyond MaxConns.
 var ErrTooManyConns = errors.New("metaroce: connection limit reached")
 
@@ -236,6 +246,9 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 	}
 	switch p.Class {
 	case wire.ClassData:
+		if ce {
+			e.stats.RxCE++
+		}
 		c.onData(now, p.Data(), srcPort, ce)
 	case wire.ClassAck:
 		c.onAck(now, p.Ack())
