@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/asavie/xdp v0.3.3
 	github.com/cilium/ebpf v0.22.0
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/metaroce/metaroce/bpf"
 	"github.com/metaroce/metaroce/control/config"
@@ -45,6 +46,22 @@ type Options struct {
 	Ready func()
 	// CPU, if >= 0, pins the engine threads to that CPU.
 	CPU int
+	// Watchdog, if set, is called every WatchdogEvery while every engine
+	// answers (systemd's WATCHDOG=1): a stuck engine stops the pings and
+	// lets systemd restart the daemon.
+	Watchdog      func()
+	WatchdogEvery time.Duration
+	// Reloads delivers validated configurations to apply at run time
+	// (SIGHUP): Run applies what may change (metrics_address) and answers
+	// on Done.
+	Reloads <-chan Reload
+}
+
+// Reload asks a running daemon to apply Config, whose differences from
+// the running configuration config.Reloadable has already accepted.
+type Reload struct {
+	Config *config.Config
+	Done   chan<- error
 }
 
 // engine is one running engine and what it needs to report.
@@ -53,7 +70,10 @@ type engine struct {
 	e      *dataplane.Engine
 	ep     *transport.Endpoint
 	link   dataplane.Link
-	xdp    *afxdp.Iface // nil for the UDP backend
+	xdp    *afxdp.Iface  // nil for the UDP backend; set on the interface's first engine only
+	prog   *bpf.Program  // the interface's XDP program (every engine of it), nil for UDP
+	afx    *afxdp.Link   // the AF_XDP link, nil for UDP
+	udp    *udplink.Link // the UDP link, nil for AF_XDP
 	driver *genDriver
 	local  netip.Addr
 }
@@ -103,10 +123,29 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		return err
 	}
 	defer srv.Close()
+	// The metrics listener opens on this goroutine, so on the thread (and
+	// in the network namespace) Run was called on, and so do its reopens.
+	ms := newMetricsServer(log, d.telemetryEngines())
+	defer ms.close()
+	if err := ms.listen(cfg.MetricsAddress); err != nil {
+		cancel()
+		d.wg.Wait()
+		return err
+	}
 	if opts.Ready != nil {
 		opts.Ready()
 	}
-	<-ctx.Done()
+	if opts.Watchdog != nil && opts.WatchdogEvery > 0 {
+		go d.watchdog(ctx, opts.Watchdog, opts.WatchdogEvery)
+	}
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case r := <-opts.Reloads:
+			r.Done <- ms.listen(r.Config.MetricsAddress)
+		}
+	}
 	d.wg.Wait()
 	select {
 	case err := <-errs:
@@ -196,6 +235,11 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		if i == 0 {
 			en.xdp = fi // closes every link of the interface
 		}
+		if fi != nil {
+			en.prog, en.afx = fi.Program, fi.Links[i]
+		} else if w, ok := l.(*whyLink); ok {
+			en.udp, _ = w.Link.(*udplink.Link)
+		}
 		ec := dataplane.EngineConfig{Batch: engineBatch}
 		if opts.CPU >= 0 {
 			ec.CPU, ec.PinSet = (opts.CPU+i)%runtime.NumCPU(), true
@@ -280,6 +324,9 @@ type genDriver struct {
 	ep     *transport.Endpoint
 	target *dataplane.Target
 	writer *dataplane.Writer
+	// lat is the completion latency of every writer run on this engine,
+	// kept across runs for telemetry.
+	lat transport.Histogram
 }
 
 func newGenDriver(ep *transport.Endpoint) *genDriver {
@@ -293,6 +340,9 @@ func (g *genDriver) ensureTarget(cfg dataplane.GenConfig) {
 
 func (g *genDriver) Step(e *dataplane.Engine, now transport.Time) bool {
 	if g.writer != nil {
+		if g.writer.Latency == nil {
+			g.writer.Latency = &g.lat // before its first post: Step posts
+		}
 		return g.writer.Step(e, now)
 	}
 	return false

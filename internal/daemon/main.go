@@ -54,35 +54,63 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	sd := notifier{log: log}
+	go func() {
+		<-ctx.Done()
+		sd.stopping()
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	reloads := make(chan Reload)
 	go func() {
 		cur := cfg
 		for range hup {
-			next, err := fl.Load(*path)
-			if err != nil {
-				log.Error("reload: configuration invalid, keeping the running one", "err", err)
-				continue
-			}
-			changes, err := config.Reloadable(cur, next)
-			if err != nil {
-				log.Error("reload refused", "err", err)
-				continue
-			}
-			// Of what may change at run time, this version applies the
-			// log level; the metrics endpoint and session limits arrive
-			// with the telemetry and client packages.
-			levelVar.Set(next.SlogLevel())
-			cur = next
-			log.Info("reloaded", "changes", changes)
+			sd.reloading()
+			status := reload(ctx, log, fl, *path, &cur, reloads)
+			sd.ready(status)
 		}
 	}()
-	if err := Run(ctx, cfg, log, Options{IPv6: *ipv6, CPU: *cpu}); err != nil {
+	opts := Options{IPv6: *ipv6, CPU: *cpu, Reloads: reloads,
+		Ready: func() { sd.ready("serving") }, Watchdog: sd.watchdog, WatchdogEvery: sd.watchdogEvery()}
+	if err := Run(ctx, cfg, log, opts); err != nil {
 		log.Error("metaroced failed", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// reload loads the configuration file again and applies what may change
+// at run time, or nothing: a file that does not validate, or that changes
+// a key that needs a restart, leaves the daemon on its running
+// configuration, whole. It returns a status line for systemd.
+func reload(ctx context.Context, log *slog.Logger, fl *config.Flags, path string, cur **config.Config, run chan<- Reload) string {
+	next, err := fl.Load(path)
+	if err != nil {
+		log.Error("reload: configuration invalid, keeping the running one", "err", err)
+		return "serving; last reload failed: invalid configuration"
+	}
+	changes, err := config.Reloadable(*cur, next)
+	if err != nil {
+		log.Error("reload refused", "err", err)
+		return "serving; last reload refused: " + err.Error()
+	}
+	done := make(chan error, 1)
+	select {
+	case run <- Reload{Config: next, Done: done}:
+	case <-ctx.Done():
+		return "stopping"
+	}
+	if err := <-done; err != nil {
+		log.Error("reload: keeping the running configuration", "err", err)
+		return "serving; last reload failed: " + err.Error()
+	}
+	// The logger's level applies from here on; log_format and limits
+	// need the handler swap and the client sessions (not here yet).
+	levelVar.Set(next.SlogLevel())
+	*cur = next
+	log.Info("reloaded", "changes", changes)
+	return "serving; reloaded"
 }
 
 var levelVar slog.LevelVar
