@@ -25,11 +25,13 @@ import (
 //	{"op":"arm", "gen":{...}}     make this daemon a generator target
 //	{"op":"write","gen":{...}}    run a writer to gen.peer and wait for it
 //	{"op":"target"}               the target's verification counts
+//	{"op":"watch",...}            a stream of telemetry snapshots (telemetry.go)
 
 // Request is a control request.
 type Request struct {
 	Op  string    `json:"op"`
 	Gen GenParams `json:"gen,omitempty"`
+	WatchParams
 }
 
 // GenParams are a generator run's parameters.
@@ -112,6 +114,7 @@ func (d *Daemon) serveConn(ctx context.Context, c net.Conn) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	enc := json.NewEncoder(c)
+	ctx = withStream(ctx, enc)
 	for sc.Scan() {
 		var req Request
 		var resp Response
@@ -147,6 +150,8 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			resp.Engines = append(resp.Engines, st)
 		}
 		return nil
+	case "watch":
+		return d.watch(ctx, req.WatchParams)
 	}
 	if req.Gen.Engine < 0 || req.Gen.Engine >= len(d.engines) {
 		return fmt.Errorf("gen.engine %d: have %d engines", req.Gen.Engine, len(d.engines))
