@@ -15,6 +15,10 @@ const usage = `usage: metaroce <command> [flags]
 commands:
   sim     run a scenario on the virtual-time fabric simulator
   demo    two metaroced daemons in network namespaces: bandwidth, latency, baselines (root)
+  status  the daemon's engines: backend, connections, packets, drops, busy time
+  qps     the daemon's connections (queue pairs), busiest first
+  paths   each connection's logical paths: state, RTT, marks, losses, repaths
+  top     a live view of engines and connections, refreshed in place
 
 Run 'metaroce <command> -h' for a command's flags.
 `
@@ -30,6 +34,14 @@ func main() {
 		err = runSim(os.Args[2:], os.Stdout)
 	case "demo":
 		err = runDemo(os.Args[2:], os.Stdout)
+	case "status":
+		err = runStatus(os.Args[2:], os.Stdout)
+	case "qps":
+		err = runQPs(os.Args[2:], os.Stdout)
+	case "paths":
+		err = runPaths(os.Args[2:], os.Stdout)
+	case "top":
+		err = runTop(os.Args[2:], os.Stdout)
 	case "daemon":
 		// metaroced itself, so the demo can start daemons from this binary.
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
