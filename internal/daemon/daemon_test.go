@@ -17,7 +17,7 @@ func startDaemon(t *testing.T, ctx context.Context, h *testnet.Host, backend con
 	return startDaemonQueues(t, ctx, h, backend, []int{0})
 }
 
-func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend, queues []int) *Client {
+func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend, queues []int, mods ...func(*config.Config)) *Client {
 	t.Helper()
 	cfg := config.Defaults()
 	ic := config.DefaultInterface(h.Port.Name)
@@ -26,6 +26,9 @@ func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backe
 	cfg.Interfaces = []config.Interface{ic}
 	cfg.ControlSocket = filepath.Join(t.TempDir(), "control.sock")
 	cfg.MetricsAddress = ""
+	for _, m := range mods {
+		m(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	done := make(chan error, 1)
 	if err := h.Go(func() { done <- Run(ctx, &cfg, log, Options{CPU: -1}) }); err != nil {
