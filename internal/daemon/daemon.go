@@ -9,6 +9,12 @@
 // UDP-socket backend; "auto" tries AF_XDP and falls back to UDP, logging
 // why (missing privileges, no XDP support, ...).
 //
+// Telemetry: the Prometheus endpoint (metrics.go) and the control
+// socket's watch stream (telemetry.go) both read telemetry snapshots,
+// taken on the engine goroutines between loop iterations; systemd hears
+// READY, WATCHDOG, RELOADING and STOPPING through NOTIFY_SOCKET
+// (systemd.go).
+//
 // Several queues on one interface (AF_XDP) run one engine each; RSS may
 // deliver a connection's packets to any of them, so connection ids carry
 // their owner engine's index and engines hand each other what they do not
