@@ -141,6 +141,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 		counter(ch, linkTxDropped, a.TxFamily, with("wrong_family")...)
 		counter(ch, linkTxDropped, a.TxRingFull, with("tx_ring_full")...)
 	}
+	gauge(ch, snapshotStall, e.Stall.Seconds(), l...)
 	t := &e.Transport
 	counter(ch, rxPackets, t.RxPackets, l...)
 	counter(ch, rxBytes, t.RxBytes, l...)

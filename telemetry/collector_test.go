@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,11 +74,11 @@ func newPair(t *testing.T, messages int) *pair {
 	for i := 0; i < 1000; i++ {
 		var n int
 		p.a.Do(context.Background(), func(transport.Time) {
-			epA.EachConn(func(c *transport.Conn) {
+			for _, c := range epA.AppendConns(nil) {
 				if c.State() == transport.StateEstablished {
 					n++
 				}
-			})
+			}
 		})
 		if n > 0 {
 			close(up)
@@ -195,6 +196,35 @@ func TestCollectorLint(t *testing.T) {
 	}
 }
 
+// TestWalkInChunks: a walk that reads one connection per visit reports
+// the same as one that reads them all at once.
+func TestWalkInChunks(t *testing.T) {
+	p := newPair(t, 8)
+	// Two more idle connections, so three chunks.
+	p.a.Do(context.Background(), func(now transport.Time) {
+		for range 2 {
+			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), dataplane.GenService, transport.NewMemoryTable())
+		}
+	})
+	for i := 0; i < 1000; i++ {
+		s := Take(context.Background(), p.engines()[:1], Options{})
+		if s.Engines[0].Conns.ByState[transport.StateEstablished] == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	whole := Take(context.Background(), p.engines()[:1], Options{TopConns: 2}).Engines[0]
+	defer func(c int) { walkChunk = c }(walkChunk)
+	walkChunk = 1
+	chunked := Take(context.Background(), p.engines()[:1], Options{TopConns: 2}).Engines[0]
+	if whole.Conns != chunked.Conns || whole.Conns.ByState[transport.StateEstablished] != 3 {
+		t.Fatalf("whole %+v, chunked %+v", whole.Conns, chunked.Conns)
+	}
+	if len(chunked.Top) != 2 || len(whole.Top) != 2 {
+		t.Fatalf("top: whole %d, chunked %d, want 2", len(whole.Top), len(chunked.Top))
+	}
+}
+
 // TestUnresponsiveEngine: a snapshot does not wait past its context for an
 // engine that does not run, reports it unresponsive and leaves out what
 // only the engine could give.
@@ -262,4 +292,71 @@ func value(mfs []*dto.MetricFamily, name string, labels ...string) (float64, boo
 		}
 	}
 	return 0, false
+}
+
+// BenchmarkSnapshot measures a scrape's snapshot of an engine holding
+// many connections: b.N snapshots, and the longest engine stall each
+// caused (stall-ns/op); then the whole walk's CPU time with the engines
+// stopped (walk-quiet-ns).
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			a, bb := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+			la, lb := dataplane.NewMemPair(a, bb, 2048, 0, 1)
+			epA, _ := transport.NewEndpoint(transport.Config{MaxConns: 2 * n}, a)
+			epB, _ := transport.NewEndpoint(transport.Config{MaxConns: 2 * n}, bb)
+			epB.Listen(1, transport.NewMemoryTable())
+			ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, nil)
+			eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go ea.Run(ctx)
+			go eb.Run(ctx)
+			// Connect in chunks: a burst of CONNECTs beyond the peer's
+			// reply rate limit would fail some.
+			up := 0
+			for up < n {
+				ea.Do(ctx, func(now transport.Time) {
+					for range min(32, n-up) {
+						epA.Connect(now, bb, 1, transport.NewMemoryTable())
+					}
+				})
+				for pending := true; pending; {
+					time.Sleep(time.Millisecond)
+					ea.Do(ctx, func(transport.Time) {
+						up, pending = 0, false
+						for _, c := range epA.AppendConns(nil) {
+							switch c.State() {
+							case transport.StateEstablished:
+								up++
+							case transport.StateConnecting:
+								pending = true
+							}
+						}
+					})
+				}
+			}
+			engines := []Engine{{Iface: "a", Engine: ea}}
+			var stall time.Duration
+			b.ResetTimer()
+			for range b.N {
+				s := Take(ctx, engines, Options{})
+				stall += s.Engines[0].Stall
+			}
+			b.ReportMetric(float64(stall.Nanoseconds())/float64(b.N), "stall-ns/op")
+			b.StopTimer()
+			cancel()
+			time.Sleep(10 * time.Millisecond)
+			t0 := time.Now()
+			for range 20 {
+				w := &walker{en: &engines[0], opts: Options{TopConns: DefaultTopConns}, minAt: -1}
+				w.begin()
+				for w.next < len(w.conns) {
+					w.step()
+				}
+				w.finish()
+			}
+			b.ReportMetric(float64(time.Since(t0).Nanoseconds())/20, "walk-quiet-ns")
+		})
+	}
 }
