@@ -29,7 +29,7 @@ var (
 
 	engineInfo       = desc("engine_info", "One engine per NIC queue and how it reaches the wire; always 1.", engL("backend", "xdp_mode", "zerocopy")...)
 	engineResponsive = desc("engine_responsive", "1 if the engine answered this scrape in time; 0 leaves its engine-owned metrics out of the scrape.", eng...)
-	snapshotStall    = desc("engine_snapshot_stall_seconds", "How long this scrape's snapshot held the engine goroutine (its cost to the dataplane).", eng...)
+	snapshotStall    = desc("engine_snapshot_stall_seconds", "Longest time this scrape's snapshot held the engine goroutine in one visit (its cost to the dataplane).", eng...)
 	engineIterations = desc("engine_iterations_total", "Engine loop iterations.", eng...)
 	engineSleeps     = desc("engine_sleeps_total", "Times the idle engine blocked waiting for packets or a timer.", eng...)
 	engineBusy       = desc("engine_busy_seconds_total", "Time the engine spent in iterations that found work.", eng...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/metaroce/metaroce/bpf"
@@ -184,6 +185,7 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 	opts.TopConns = min(opts.TopConns, MaxTopConns)
 	s := &Snapshot{Time: time.Now(), Engines: make([]EngineSnapshot, len(engines))}
 	seen := map[*bpf.Program]bool{}
+	var wg sync.WaitGroup
 	for i := range engines {
 		en := &engines[i]
 		es := &s.Engines[i]
@@ -206,11 +208,15 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 				es.XSK = &x
 			}
 		}
-		if w, err := walk(ctx, en, opts); err == nil {
-			es.Responsive = true
-			es.Transport, es.AFXDP, es.Conns, es.Top = w.s.Transport, w.s.AFXDP, w.s.Conns, w.s.Top
-			es.CompletionLatency, es.Stall = w.s.CompletionLatency, w.s.Stall
-		}
+		// The engines are walked in parallel, so one stuck engine costs
+		// the others nothing but the shared deadline.
+		wg.Go(func() {
+			if w, err := walk(ctx, en, opts); err == nil {
+				es.Responsive = true
+				es.Transport, es.AFXDP, es.Conns, es.Top = w.s.Transport, w.s.AFXDP, w.s.Conns, w.s.Top
+				es.CompletionLatency, es.Stall = w.s.CompletionLatency, w.s.Stall
+			}
+		})
 		if en.XDP != nil && !seen[en.XDP] {
 			seen[en.XDP] = true
 			is := IfaceSnapshot{Name: en.Iface}
@@ -222,6 +228,7 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 			s.Ifaces = append(s.Ifaces, is)
 		}
 	}
+	wg.Wait()
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/telemetry"
 )
 
 // startDaemon runs a daemon inside h's namespace and returns a client.
@@ -139,6 +140,15 @@ func TestMultiQueueDaemons(t *testing.T) {
 	r, err := ca.Do(Request{Op: "write", Gen: gen})
 	if err != nil || r.Result.Completed != gen.Messages {
 		t.Fatalf("write: %v %+v", err, r)
+	}
+	// Telemetry sees both engines, each answering its own snapshot.
+	if err := ca.Watch(WatchParams{Count: 1}, func(s *telemetry.Snapshot) error {
+		if len(s.Engines) != 2 || !s.Engines[0].Responsive || !s.Engines[1].Responsive || s.Engines[1].Queue != 1 {
+			t.Errorf("snapshot engines: %+v", s.Engines)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; i < 100; i++ {
 		p, err := cb.Do(Request{Op: "target"})

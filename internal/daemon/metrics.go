@@ -50,8 +50,9 @@ func newMetricsServer(log *slog.Logger, engines []telemetry.Engine) *metricsServ
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
-		// One scrape at a time: each one visits every engine.
-		MaxRequestsInFlight: 1,
+		// Each scrape visits every engine: a few at once (an HA pair of
+		// Prometheus servers, someone's curl) and no more.
+		MaxRequestsInFlight: 4,
 	}))
 	return &metricsServer{log: log, handler: mux}
 }
