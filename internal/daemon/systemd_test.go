@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metaroce/metaroce/internal/testnet"
 )
 
 // TestMain lets a test run this package's Main in a child process: the
@@ -181,4 +184,125 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// unitValue returns the value of key in the unit file's text.
+func unitValue(t *testing.T, unit, key string) string {
+	t.Helper()
+	for _, l := range strings.Split(unit, "\n") {
+		if v, ok := strings.CutPrefix(l, key+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("unit has no %s", key)
+	return ""
+}
+
+// TestUnitCapabilities runs the daemon on AF_XDP inside a namespace the
+// way the unit does (bounding set cut to CapabilityBoundingSet, no new
+// privileges, LimitMEMLOCK) and sees it reach READY=1; then drops each of
+// those capabilities in turn and sees it fail: the set is the smallest
+// that works.
+func TestUnitCapabilities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, XDP and AF_XDP")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed (Debian package util-linux)")
+	}
+	unit := mustRead(t, "../../deploy/metaroced.service")
+	caps := strings.Fields(unitValue(t, unit, "CapabilityBoundingSet"))
+	if got := unitValue(t, unit, "AmbientCapabilities"); got != strings.Join(caps, " ") {
+		t.Fatalf("AmbientCapabilities %q differ from CapabilityBoundingSet %q", got, caps)
+	}
+	memlock := unitValue(t, unit, "LimitMEMLOCK")
+	if memlock == "infinity" {
+		memlock = "unlimited"
+	}
+	// Raising the hard memlock limit needs CAP_SYS_RESOURCE, which a
+	// sandboxed root may lack; then the daemon runs with the limit it
+	// inherits (one queue's UMEM fits the usual 8 MiB).
+	limit := []string{"prlimit", "--memlock=" + memlock, "--"}
+	if out, err := exec.Command("prlimit", "--memlock="+memlock, "--", "true").CombinedOutput(); err != nil {
+		t.Logf("cannot apply LimitMEMLOCK=%s here (%s): inherited limit", memlock, strings.TrimSpace(string(out)))
+		limit = nil
+	}
+	p := testnet.NewPair(t, testnet.Config{})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// start runs the daemon with the bounding set cut to keep, and
+	// returns whether it said READY=1 (true) or exited (false, with its
+	// log).
+	start := func(keep []string) (bool, string) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "metaroced.yaml")
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("interfaces:\n  - name: %s\n    backend: afxdp\ncontrol_socket: %s\nmetrics_address: \"\"\n",
+			p.A.Port.Name, filepath.Join(dir, "control.sock"))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sock := filepath.Join(dir, "notify.sock")
+		ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		bset := "-all"
+		for _, c := range keep {
+			bset += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+		}
+		args := append(append([]string{}, limit...), setpriv, "--no-new-privs", "--bounding-set", bset, "--", exe, "-config", cfg)
+		cmd := p.A.Command(context.Background(), args[0], args[1:]...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Env = append(os.Environ(), "METAROCED_TEST_MAIN=1", "NOTIFY_SOCKET="+sock)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		ready := make(chan bool, 1)
+		go func() {
+			buf := make([]byte, 512)
+			for {
+				n, err := ln.Read(buf)
+				if err != nil {
+					return // closed: the daemon exited
+				}
+				if strings.Contains(string(buf[:n]), "READY=1") {
+					ready <- true
+					return
+				}
+			}
+		}()
+		select {
+		case <-ready:
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := <-exited; err != nil {
+				t.Errorf("daemon with %v: exit after SIGTERM: %v", keep, err)
+			}
+			return true, stderr.String()
+		case <-exited:
+			return false, stderr.String()
+		}
+	}
+	if ok, log := start(caps); !ok {
+		t.Fatalf("daemon with %v did not start:\n%s", caps, log)
+	}
+	for i, c := range caps {
+		fewer := append(append([]string{}, caps[:i]...), caps[i+1:]...)
+		ok, log := start(fewer)
+		if ok {
+			t.Errorf("daemon started without %s: the unit grants more than it needs", c)
+			continue
+		}
+		t.Logf("without %s: %s", c, lastLine(log))
+	}
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
 }
