@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/metaroce/metaroce/congestion"
@@ -105,9 +107,10 @@ func reload(ctx context.Context, log *slog.Logger, fl *config.Flags, path string
 		log.Error("reload: keeping the running configuration", "err", err)
 		return "serving; last reload failed: " + err.Error()
 	}
-	// The logger's level applies from here on; log_format and limits
-	// need the handler swap and the client sessions (not here yet).
+	// Level and format apply from here on; limits arrive with the
+	// client sessions.
 	levelVar.Set(next.SlogLevel())
+	setLogFormat(next.LogFormat, nil)
 	*cur = next
 	log.Info("reloaded", "changes", changes)
 	return "serving; reloaded"
@@ -115,11 +118,65 @@ func reload(ctx context.Context, log *slog.Logger, fl *config.Flags, path string
 
 var levelVar slog.LevelVar
 
+// logFormat lets a reload switch log_format: the daemon's handler forwards
+// every record to the handler this holds.
+var logFormat switchHandler
+
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	levelVar.Set(cfg.SlogLevel())
-	o := &slog.HandlerOptions{Level: &levelVar}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, o))
+	logFormat = switchHandler{cur: new(atomic.Pointer[slog.Handler])}
+	setLogFormat(cfg.LogFormat, w)
+	return slog.New(logFormat)
+}
+
+// logOut is where the log goes (set once, by newLogger's caller).
+var logOut io.Writer
+
+func setLogFormat(format string, w io.Writer) {
+	if w != nil {
+		logOut = w
 	}
-	return slog.New(slog.NewTextHandler(w, o))
+	o := &slog.HandlerOptions{Level: &levelVar}
+	var h slog.Handler = slog.NewTextHandler(logOut, o)
+	if format == "json" {
+		h = slog.NewJSONHandler(logOut, o)
+	}
+	logFormat.cur.Store(&h)
+}
+
+// switchHandler forwards to a handler that can be replaced at run time.
+// Attributes and groups added with With are kept as steps and replayed
+// on the current handler for each record: logging is a cold path here,
+// and this keeps loggers derived before a reload following it.
+type switchHandler struct {
+	cur   *atomic.Pointer[slog.Handler]
+	steps []func(slog.Handler) slog.Handler
+}
+
+func (s switchHandler) inner() slog.Handler {
+	h := *s.cur.Load()
+	for _, f := range s.steps {
+		h = f(h)
+	}
+	return h
+}
+
+func (s switchHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return (*s.cur.Load()).Enabled(ctx, l)
+}
+
+func (s switchHandler) Handle(ctx context.Context, r slog.Record) error {
+	return s.inner().Handle(ctx, r)
+}
+
+func (s switchHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return s.with(func(h slog.Handler) slog.Handler { return h.WithAttrs(as) })
+}
+
+func (s switchHandler) WithGroup(name string) slog.Handler {
+	return s.with(func(h slog.Handler) slog.Handler { return h.WithGroup(name) })
+}
+
+func (s switchHandler) with(f func(slog.Handler) slog.Handler) slog.Handler {
+	return switchHandler{cur: s.cur, steps: append(slices.Clip(s.steps), f)}
 }

@@ -148,8 +148,9 @@ func TestSystemdNotify(t *testing.T) {
 	next("READY=1")
 	next("WATCHDOG=1")
 	next("WATCHDOG=1")
-	// A reload that changes a reloadable key.
-	if err := os.WriteFile(cfgPath, []byte(strings.Replace(mustRead(t, cfgPath), "log_level: info", "log_level: debug", 1)), 0o644); err != nil {
+	// A reload that changes reloadable keys: the level, and the format
+	// (what follows is JSON).
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(mustRead(t, cfgPath), "log_level: info", "log_level: debug\nlog_format: json", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Process.Signal(syscall.SIGHUP)
@@ -171,9 +172,9 @@ func TestSystemdNotify(t *testing.T) {
 		t.Fatalf("daemon exit: %v", err)
 	}
 	// stderr is complete (and no longer written) once Wait has returned.
-	if log := stderr.String(); !strings.Contains(log, "reloaded changes=[log_level]") ||
-		!strings.Contains(log, "reload refused") {
-		t.Errorf("want the log_level reload applied and the mtu change refused")
+	if log := stderr.String(); !strings.Contains(log, `"msg":"reloaded","changes":["log_level","log_format"]`) ||
+		!strings.Contains(log, `"msg":"reload refused"`) {
+		t.Errorf("want the log_level and log_format reload applied (JSON from then on) and the mtu change refused")
 	}
 }
 
