@@ -6,9 +6,19 @@ GO       ?= go
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
-RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./control/... ./client/... ./examples/...
+RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./telemetry/... ./control/... ./client/... ./examples/...
 
-.PHONY: test lint unit race fuzz bench generate
+# make install: the daemon, the metaroce tool, the systemd unit and the
+# example configuration (kept if one is there). PREFIX is where binaries
+# and the unit go; DESTDIR stages an install for packaging. The unit names
+# /usr/local/bin/metaroced: with another PREFIX its ExecStart is rewritten.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR      = $(PREFIX)/bin
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+
+.PHONY: test lint unit race fuzz bench generate build install
 
 test: lint unit race fuzz
 
@@ -31,3 +41,16 @@ bench:
 
 generate:
 	$(GO) generate ./bpf/
+
+build:
+	$(GO) build -o bin/metaroced ./cmd/metaroced
+	$(GO) build -o bin/metaroce ./cmd/metaroce
+
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/metaroced
+	install -m 0755 bin/metaroced bin/metaroce $(DESTDIR)$(BINDIR)/
+	sed 's|/usr/local/bin/metaroced|$(BINDIR)/metaroced|; s|/etc/metaroced/|$(SYSCONFDIR)/metaroced/|' \
+		deploy/metaroced.service > $(DESTDIR)$(UNITDIR)/metaroced.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/metaroced.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml || \
+		install -m 0644 deploy/metaroced.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml

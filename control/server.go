@@ -36,9 +36,9 @@ type Engine struct {
 // Fallback answers requests whose operation the server does not know
 // (the daemon's own operations: status, the generator). raw is the whole
 // request. The reply is sent as returned (it should carry the request's
-// V and Seq); a nil reply sends nothing, for an operation that answered
-// through send (a stream of replies, say).
-type Fallback func(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, send func(any) error) (reply any, err error)
+// V and Seq); a nil reply sends nothing. Before it, an operation may
+// stream chunked values through conn (proto.Conn.SendChunked).
+type Fallback func(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, conn *proto.Conn) (reply any, err error)
 
 // Server serves sessions on the control socket.
 type Server struct {
@@ -156,7 +156,7 @@ func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
 			}
 			return
 		}
-		reply, fds := s.handle(ctx, ss, msg, files, func(m any) error { return c.Send(m) })
+		reply, fds := s.handle(ctx, ss, msg, files, c)
 		for _, f := range files {
 			f.Close() // what the handler needed it has mapped or duplicated
 		}
@@ -170,7 +170,7 @@ func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
 }
 
 // handle answers one request; fds go with the reply.
-func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File, send func(any) error) (any, []int) {
+func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File, conn *proto.Conn) (any, []int) {
 	var req proto.Request
 	h, err := proto.Decode(msg, &req)
 	fail := func(err error) proto.Response {
@@ -215,7 +215,7 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		if s.fallback == nil {
 			return fail(proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", h.Op)), nil
 		}
-		reply, err := s.fallback(ctx, ss.cred, h, msg, send)
+		reply, err := s.fallback(ctx, ss.cred, h, msg, conn)
 		if err != nil {
 			return fail(err), nil
 		}

@@ -94,6 +94,11 @@ type Writer struct {
 	res      GenResult
 	done     chan GenResult
 	finished bool
+	// Latency, if set, receives each successful write's completion
+	// latency (post to completion). It is owned by the engine goroutine
+	// like the writer; the daemon keeps one per engine across runs, for
+	// telemetry to copy on scrape.
+	Latency *transport.Histogram
 }
 
 // NewWriter returns a writer; its result arrives on Done.
@@ -177,6 +182,9 @@ func (w *Writer) Completion(e *Engine, now transport.Time, c transport.Completio
 		} else {
 			w.res.Completed++
 			w.res.Bytes += int64(c.Bytes)
+			if w.Latency != nil {
+				w.Latency.Observe(transport.Duration(now - w.posted[c.WRID]))
+			}
 			if w.lat != nil {
 				w.lat = append(w.lat, float64(now-w.posted[c.WRID])/1e3)
 			}

@@ -82,6 +82,7 @@ type Conn struct {
 // ConnStats are per-connection counters, plain fields the owner updates.
 type ConnStats struct {
 	DataSent, Retransmitted, Acked, Lost, Timeouts uint64
+	BytesSent                                      uint64 // payload bytes of data packets, retransmissions included
 	DataReceived, Duplicates, BytesPlaced          uint64
 	NacksSent, NacksReceived                       uint64
 	SRTT, MinRTT                                   Duration

@@ -125,6 +125,19 @@ func (e *Endpoint) Unlisten(service uint32) { delete(e.services, service) }
 // Conns returns the number of connections.
 func (e *Endpoint) Conns() int { return len(e.conns) }
 
+// AppendConns appends every connection to dst, in no particular order
+// (call on the owner). It is how telemetry walks the connections without
+// the endpoint keeping a second index of them: taking the pointers is a
+// pass over the map alone, cheap enough for one engine iteration even at
+// MaxConns, and the (cache-missing) reads of each connection can then be
+// spread over several iterations.
+func (e *Endpoint) AppendConns(dst []*Conn) []*Conn {
+	for _, c := range e.conns {
+		dst = append(dst, c)
+	}
+	return dst
+}
+
 // ErrTooManyConns is returned by Connect beyond MaxConns.
 var ErrTooManyConns = errors.New("metaroce: connection limit reached")
 
@@ -240,6 +253,9 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 	}
 	switch p.Class {
 	case wire.ClassData:
+		if ce {
+			e.stats.RxCE++
+		}
 		c.onData(now, p.Data(), srcPort, ce)
 	case wire.ClassAck:
 		c.onAck(now, p.Ack())

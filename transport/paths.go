@@ -121,6 +121,12 @@ func (c *Conn) Paths(dst []PathInfo) []PathInfo {
 	return dst
 }
 
+// PathCounts returns how many of c's paths are active and how many it has
+// (call on the owner). Constant time, from the active list the sender keeps
+// anyway, so telemetry can count path states over every connection without
+// walking every path.
+func (c *Conn) PathCounts() (active, total int) { return len(c.snd.active), len(c.snd.paths) }
+
 func (p *sendPath) full() bool { return int(p.nextSeq-p.oldest) == len(p.ring) }
 
 // cost is the scheduler's price of one more packet on p.

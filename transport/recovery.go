@@ -32,6 +32,9 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
 		rtt = Duration(now-Time(ts)) - Duration(a.AckDelay())
 		s.rtt.sample(rtt)
+		if rtt > 0 {
+			c.ep.stats.RTT.Observe(rtt)
+		}
 	}
 	progress := false
 	for s.una.Before(cum) {
@@ -80,6 +83,7 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 	thresh := uint32(c.ep.cfg.ReorderPackets)
 	progress := false
 	acked := 0
+	c.ep.stats.CEEchoed += uint64(a.CECount())
 	defer func() { p.sample(rtt, acked, int(a.CECount())) }()
 	for seq := p.oldest; int32(seq-h) <= 0; seq++ {
 		t := &p.ring[seq&p.mask]

@@ -408,6 +408,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	n := wire.DataLen + len(payload) + wire.TrailerLen
 	wire.Seal(buf[:n])
 	c.stats.DataSent++
+	c.stats.BytesSent += uint64(len(payload))
 	c.ep.stats.DataSent++
 	return n
 }

@@ -1,6 +1,10 @@
 package transport
 
-import "github.com/metaroce/metaroce/wire"
+import (
+	"math/bits"
+
+	"github.com/metaroce/metaroce/wire"
+)
 
 // Stats are an endpoint's counters. Only the goroutine driving the Endpoint
 // writes them; readers on other goroutines must get a copy from that owner
@@ -44,4 +48,56 @@ type Stats struct {
 	ConnsAccepted, ConnsFailed, ConnsClosed   uint64
 	MessagesCompleted, MessagesFailed         uint64
 	RecvCompleted                             uint64
+	// RxCE counts data packets that arrived with a CE mark in their IP
+	// header; CEEchoed the CE marks the peers' acks reported back for our
+	// data (the sender's view of the same marks).
+	RxCE, CEEchoed uint64
+	// RTT is the distribution of the RTT samples acks gave, over all
+	// connections and paths.
+	RTT Histogram
 }
+
+// HistogramBuckets is the number of finite buckets of a Histogram: upper
+// bounds of 1.024 us doubling up to about 1.07 s, which spans a
+// same-rack round trip through a host whose engine had to be woken up
+// (~1 ms) and the longest retransmission timeout (MaxRTO 100 ms).
+const HistogramBuckets = 21
+
+// histogramBase is the first bucket's upper bound as a shift: 2^10 ns, a
+// power of two so a sample finds its bucket with one bits.Len64.
+const histogramBase = 10
+
+// Histogram is a distribution of durations in power-of-two buckets, for
+// the hot path: Observe is a shift, a leading-zeros count and two adds,
+// no allocation and no lock. Like every counter here it has one writer
+// (the owner goroutine); readers take a copy from the owner.
+type Histogram struct {
+	// Counts[i] counts samples of at most BucketBound(i) (and above the
+	// bound of i-1); Counts[HistogramBuckets] those above every bound.
+	Counts [HistogramBuckets + 1]uint64
+	// Sum is the total of the samples in nanoseconds.
+	Sum uint64
+}
+
+// Observe records d (negative samples count as 0).
+func (h *Histogram) Observe(d Duration) {
+	ns := uint64(max(d, 0))
+	i := 0
+	if ns > 0 {
+		i = bits.Len64((ns - 1) >> histogramBase)
+	}
+	h.Counts[min(i, HistogramBuckets)]++
+	h.Sum += ns
+}
+
+// Count returns the number of samples.
+func (h *Histogram) Count() uint64 {
+	var n uint64
+	for _, c := range h.Counts {
+		n += c
+	}
+	return n
+}
+
+// BucketBound returns bucket i's upper bound (inclusive).
+func BucketBound(i int) Duration { return Duration(1) << (histogramBase + i) }

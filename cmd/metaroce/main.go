@@ -16,6 +16,10 @@ commands:
   sim     run a scenario on the virtual-time fabric simulator
   demo    two metaroced daemons in network namespaces: bandwidth, latency, baselines (root)
   perf    perftest-style benchmarks through metaroced: write-bw, write-lat, read-bw, send-lat
+  status  the daemon's engines: backend, connections, packets, drops, busy time
+  qps     the daemon's connections (queue pairs), busiest first
+  paths   each connection's logical paths: state, RTT, marks, losses, repaths
+  top     a live view of engines and connections, refreshed in place
 
 Run 'metaroce <command> -h' for a command's flags.
 `
@@ -33,6 +37,14 @@ func main() {
 		err = runDemo(os.Args[2:], os.Stdout)
 	case "perf":
 		err = runPerf(os.Args[2:], os.Stdout)
+	case "status":
+		err = runStatus(os.Args[2:], os.Stdout)
+	case "qps":
+		err = runQPs(os.Args[2:], os.Stdout)
+	case "paths":
+		err = runPaths(os.Args[2:], os.Stdout)
+	case "top":
+		err = runTop(os.Args[2:], os.Stdout)
 	case "daemon":
 		// metaroced itself, so the demo can start daemons from this binary.
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))

@@ -166,6 +166,47 @@ func (c *Conn) Send(msg any, fds ...int) error {
 	return err
 }
 
+// SendRaw writes b as one message, for a stream whose framing its
+// operation defines (StreamChunk).
+func (c *Conn) SendRaw(b []byte) error {
+	if len(b) > MaxMessage {
+		return fmt.Errorf("proto: message of %d bytes, limit %d", len(b), MaxMessage)
+	}
+	_, _, err := c.c.WriteMsgUnix(b, nil, nil)
+	return err
+}
+
+// Streams of large values (a telemetry snapshot can run to megabytes, and
+// a SOCK_SEQPACKET message must fit the socket buffer) go as chunks: each
+// message is one marker byte and up to StreamChunk bytes of the value,
+// ChunkMore while more of the value follows, ChunkLast on its final
+// piece. A JSON message (starting with '{') ends the stream.
+const (
+	StreamChunk = MaxMessage - 1
+	ChunkMore   = 'M'
+	ChunkLast   = 'L'
+)
+
+// SendChunked writes v's bytes as a chunked value.
+func (c *Conn) SendChunked(v []byte) error {
+	buf := make([]byte, 0, min(len(v), StreamChunk)+1)
+	for {
+		n := min(len(v), StreamChunk)
+		mark := byte(ChunkMore)
+		if n == len(v) {
+			mark = ChunkLast
+		}
+		buf = append(append(buf[:0], mark), v[:n]...)
+		if err := c.SendRaw(buf); err != nil {
+			return err
+		}
+		v = v[n:]
+		if mark == ChunkLast {
+			return nil
+		}
+	}
+}
+
 // ErrTruncated is returned when a message or its descriptors did not fit.
 var ErrTruncated = errors.New("proto: message truncated")
 

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
+	"os"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestDecode(t *testing.T) {
@@ -105,4 +109,48 @@ func FuzzParseWR(f *testing.F) {
 			t.Fatalf("slot %x parsed as %+v writes back as %x", b[:WRSize], w, out)
 		}
 	})
+}
+
+// TestSendChunked: a value larger than one message arrives as chunks
+// that reassemble to it, ended by ChunkLast.
+func TestSendChunked(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *Conn {
+		c, err := net.FileConn(os.NewFile(uintptr(fd), "sp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return NewConn(c.(*net.UnixConn))
+	}
+	a, b := conn(fds[0]), conn(fds[1])
+	val := bytes.Repeat([]byte("0123456789abcdef"), 3*MaxMessage/16+5) // three chunks and a bit
+	done := make(chan error, 1)
+	go func() { done <- a.SendChunked(val) }()
+	var got []byte
+	for n := 0; ; n++ {
+		msg, _, err := b.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msg[1:]...)
+		if msg[0] == ChunkLast {
+			if n != 3 {
+				t.Errorf("%d chunks, want 4", n+1)
+			}
+			break
+		}
+		if msg[0] != ChunkMore {
+			t.Fatalf("chunk marker %q", msg[0])
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, val) {
+		t.Errorf("reassembled %d bytes, sent %d", len(got), len(val))
+	}
 }

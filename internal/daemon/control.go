@@ -28,6 +28,7 @@ import (
 //	{"op":"arm", "gen":{...}}     make this daemon a generator target
 //	{"op":"write","gen":{...}}    run a writer to gen.peer and wait for it
 //	{"op":"target"}               the target's verification counts
+//	{"op":"watch",...}            a stream of telemetry snapshots (telemetry.go)
 
 // Request is a control request.
 type Request struct {
@@ -35,6 +36,7 @@ type Request struct {
 	Seq uint64    `json:"seq"`
 	Op  string    `json:"op"`
 	Gen GenParams `json:"gen,omitempty"`
+	WatchParams
 }
 
 // GenParams are a generator run's parameters.
@@ -136,7 +138,8 @@ func lookupGroup(g string) (int, error) {
 }
 
 // fallback answers the daemon's own operations.
-func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, send func(any) error) (any, error) {
+func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, conn *proto.Conn) (any, error) {
+	ctx = withStream(ctx, conn)
 	var req Request
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)
@@ -173,6 +176,8 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			resp.Engines = append(resp.Engines, st)
 		}
 		return nil
+	case "watch":
+		return d.watch(ctx, req.WatchParams)
 	}
 	if req.Gen.Engine < 0 || req.Gen.Engine >= len(d.engines) {
 		return fmt.Errorf("gen.engine %d: have %d engines", req.Gen.Engine, len(d.engines))

@@ -9,6 +9,12 @@
 // UDP-socket backend; "auto" tries AF_XDP and falls back to UDP, logging
 // why (missing privileges, no XDP support, ...).
 //
+// Telemetry: the Prometheus endpoint (metrics.go) and the control
+// socket's watch stream (telemetry.go) both read telemetry snapshots,
+// taken on the engine goroutines between loop iterations; systemd hears
+// READY, WATCHDOG, RELOADING and STOPPING through NOTIFY_SOCKET
+// (systemd.go).
+//
 // Several queues on one interface (AF_XDP) run one engine each; RSS may
 // deliver a connection's packets to any of them, so connection ids carry
 // their owner engine's index and engines hand each other what they do not
@@ -26,7 +32,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/metaroce/metaroce/bpf"
 	"github.com/metaroce/metaroce/control"
@@ -38,10 +44,6 @@ import (
 	"github.com/metaroce/metaroce/transport"
 )
 
-// setLimits is the running daemon's session server, for SIGHUP to hand
-// new limits to (nil while none runs).
-var setLimits atomic.Pointer[control.Server]
-
 // Options are what the command line adds to the configuration.
 type Options struct {
 	// IPv6 picks the interfaces' IPv6 address when none is configured.
@@ -51,6 +53,22 @@ type Options struct {
 	Ready func()
 	// CPU, if >= 0, pins the engine threads to that CPU.
 	CPU int
+	// Watchdog, if set, is called every WatchdogEvery while every engine
+	// answers (systemd's WATCHDOG=1): a stuck engine stops the pings and
+	// lets systemd restart the daemon.
+	Watchdog      func()
+	WatchdogEvery time.Duration
+	// Reloads delivers validated configurations to apply at run time
+	// (SIGHUP): Run applies what may change (metrics_address) and answers
+	// on Done.
+	Reloads <-chan Reload
+}
+
+// Reload asks a running daemon to apply Config, whose differences from
+// the running configuration config.Reloadable has already accepted.
+type Reload struct {
+	Config *config.Config
+	Done   chan<- error
 }
 
 // engine is one running engine and what it needs to report.
@@ -59,7 +77,10 @@ type engine struct {
 	e      *dataplane.Engine
 	ep     *transport.Endpoint
 	link   dataplane.Link
-	xdp    *afxdp.Iface // nil for the UDP backend
+	xdp    *afxdp.Iface  // nil for the UDP backend; set on the interface's first engine only
+	prog   *bpf.Program  // the interface's XDP program (every engine of it), nil for UDP
+	afx    *afxdp.Link   // the AF_XDP link, nil for UDP
+	udp    *udplink.Link // the UDP link, nil for AF_XDP
 	driver *genDriver
 	ctl    *control.EngineDriver // queue pairs of applications; wraps driver
 	local  netip.Addr
@@ -110,12 +131,30 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 		return err
 	}
 	defer stopControl()
-	setLimits.Store(srv)
-	defer setLimits.Store(nil)
+	// The metrics listener opens on this goroutine, so on the thread (and
+	// in the network namespace) Run was called on, and so do its reopens.
+	ms := newMetricsServer(log, d.telemetryEngines())
+	defer ms.close()
+	if err := ms.listen(cfg.MetricsAddress); err != nil {
+		cancel()
+		d.wg.Wait()
+		return err
+	}
 	if opts.Ready != nil {
 		opts.Ready()
 	}
-	<-ctx.Done()
+	if opts.Watchdog != nil && opts.WatchdogEvery > 0 {
+		go d.watchdog(ctx, opts.Watchdog, opts.WatchdogEvery)
+	}
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case r := <-opts.Reloads:
+			srv.SetLimits(r.Config.Limits) // sessions are held to them from their next request
+			r.Done <- ms.listen(r.Config.MetricsAddress)
+		}
+	}
 	d.wg.Wait()
 	select {
 	case err := <-errs:
@@ -208,6 +247,11 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		if i == 0 {
 			en.xdp = fi // closes every link of the interface
 		}
+		if fi != nil {
+			en.prog, en.afx = fi.Program, fi.Links[i]
+		} else if w, ok := l.(*whyLink); ok {
+			en.udp = w.Link
+		}
 		ec := dataplane.EngineConfig{Batch: engineBatch}
 		if opts.CPU >= 0 {
 			ec.CPU, ec.PinSet = (opts.CPU+i)%runtime.NumCPU(), true
@@ -296,6 +340,9 @@ type genDriver struct {
 	ep     *transport.Endpoint
 	target *dataplane.Target
 	writer *dataplane.Writer
+	// lat is the completion latency of every writer run on this engine,
+	// kept across runs for telemetry.
+	lat transport.Histogram
 }
 
 func newGenDriver(ep *transport.Endpoint) *genDriver {
@@ -309,6 +356,9 @@ func (g *genDriver) ensureTarget(cfg dataplane.GenConfig) {
 
 func (g *genDriver) Step(e *dataplane.Engine, now transport.Time) bool {
 	if g.writer != nil {
+		if g.writer.Latency == nil {
+			g.writer.Latency = &g.lat // before its first post: Step posts
+		}
 		return g.writer.Step(e, now)
 	}
 	return false

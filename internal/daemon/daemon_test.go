@@ -12,6 +12,7 @@ import (
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/telemetry"
 )
 
 // startDaemon runs a daemon inside h's namespace and returns a client.
@@ -19,7 +20,7 @@ func startDaemon(t *testing.T, ctx context.Context, h *testnet.Host, backend con
 	return startDaemonQueues(t, ctx, h, backend, []int{0})
 }
 
-func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend, queues []int) *Client {
+func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backend config.Backend, queues []int, mods ...func(*config.Config)) *Client {
 	t.Helper()
 	cfg := config.Defaults()
 	ic := config.DefaultInterface(h.Port.Name)
@@ -28,6 +29,9 @@ func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backe
 	cfg.Interfaces = []config.Interface{ic}
 	cfg.ControlSocket = filepath.Join(t.TempDir(), "control.sock")
 	cfg.MetricsAddress = ""
+	for _, m := range mods {
+		m(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	done := make(chan error, 1)
 	if err := h.Go(func() { done <- Run(ctx, &cfg, log, Options{CPU: -1}) }); err != nil {
@@ -138,6 +142,15 @@ func TestMultiQueueDaemons(t *testing.T) {
 	r, err := ca.Do(Request{Op: "write", Gen: gen})
 	if err != nil || r.Result.Completed != gen.Messages {
 		t.Fatalf("write: %v %+v", err, r)
+	}
+	// Telemetry sees both engines, each answering its own snapshot.
+	if err := ca.Watch(WatchParams{Count: 1}, func(s *telemetry.Snapshot) error {
+		if len(s.Engines) != 2 || !s.Engines[0].Responsive || !s.Engines[1].Responsive || s.Engines[1].Queue != 1 {
+			t.Errorf("snapshot engines: %+v", s.Engines)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; i < 100; i++ {
 		p, err := cb.Do(Request{Op: "target"})

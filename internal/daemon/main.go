@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/metaroce/metaroce/congestion"
@@ -54,47 +56,127 @@ func Main(name string, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	sd := notifier{log: log}
+	go func() {
+		<-ctx.Done()
+		sd.stopping()
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	reloads := make(chan Reload)
 	go func() {
 		cur := cfg
 		for range hup {
-			next, err := fl.Load(*path)
-			if err != nil {
-				log.Error("reload: configuration invalid, keeping the running one", "err", err)
-				continue
-			}
-			changes, err := config.Reloadable(cur, next)
-			if err != nil {
-				log.Error("reload refused", "err", err)
-				continue
-			}
-			// Of what may change at run time, this version applies the
-			// log level and the session limits; the metrics endpoint
-			// arrives with the telemetry package.
-			levelVar.Set(next.SlogLevel())
-			if srv := setLimits.Load(); srv != nil {
-				srv.SetLimits(next.Limits)
-			}
-			cur = next
-			log.Info("reloaded", "changes", changes)
+			sd.reloading()
+			status := reload(ctx, log, fl, *path, &cur, reloads)
+			sd.ready(status)
 		}
 	}()
-	if err := Run(ctx, cfg, log, Options{IPv6: *ipv6, CPU: *cpu}); err != nil {
+	opts := Options{IPv6: *ipv6, CPU: *cpu, Reloads: reloads,
+		Ready: func() { sd.ready("serving") }, Watchdog: sd.watchdog, WatchdogEvery: sd.watchdogEvery()}
+	if err := Run(ctx, cfg, log, opts); err != nil {
 		log.Error("metaroced failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
+// reload loads the configuration file again and applies what may change
+// at run time, or nothing: a file that does not validate, or that changes
+// a key that needs a restart, leaves the daemon on its running
+// configuration, whole. It returns a status line for systemd.
+func reload(ctx context.Context, log *slog.Logger, fl *config.Flags, path string, cur **config.Config, run chan<- Reload) string {
+	next, err := fl.Load(path)
+	if err != nil {
+		log.Error("reload: configuration invalid, keeping the running one", "err", err)
+		return "serving; last reload failed: invalid configuration"
+	}
+	changes, err := config.Reloadable(*cur, next)
+	if err != nil {
+		log.Error("reload refused", "err", err)
+		return "serving; last reload refused: " + err.Error()
+	}
+	done := make(chan error, 1)
+	select {
+	case run <- Reload{Config: next, Done: done}:
+	case <-ctx.Done():
+		return "stopping"
+	}
+	if err := <-done; err != nil {
+		log.Error("reload: keeping the running configuration", "err", err)
+		return "serving; last reload failed: " + err.Error()
+	}
+	// Level and format apply from here on; limits arrive with the
+	// client sessions.
+	levelVar.Set(next.SlogLevel())
+	setLogFormat(next.LogFormat, nil)
+	*cur = next
+	log.Info("reloaded", "changes", changes)
+	return "serving; reloaded"
+}
+
 var levelVar slog.LevelVar
+
+// logFormat lets a reload switch log_format: the daemon's handler forwards
+// every record to the handler this holds.
+var logFormat switchHandler
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	levelVar.Set(cfg.SlogLevel())
-	o := &slog.HandlerOptions{Level: &levelVar}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, o))
+	logFormat = switchHandler{cur: new(atomic.Pointer[slog.Handler])}
+	setLogFormat(cfg.LogFormat, w)
+	return slog.New(logFormat)
+}
+
+// logOut is where the log goes (set once, by newLogger's caller).
+var logOut io.Writer
+
+func setLogFormat(format string, w io.Writer) {
+	if w != nil {
+		logOut = w
 	}
-	return slog.New(slog.NewTextHandler(w, o))
+	o := &slog.HandlerOptions{Level: &levelVar}
+	var h slog.Handler = slog.NewTextHandler(logOut, o)
+	if format == "json" {
+		h = slog.NewJSONHandler(logOut, o)
+	}
+	logFormat.cur.Store(&h)
+}
+
+// switchHandler forwards to a handler that can be replaced at run time.
+// Attributes and groups added with With are kept as steps and replayed
+// on the current handler for each record: logging is a cold path here,
+// and this keeps loggers derived before a reload following it.
+type switchHandler struct {
+	cur   *atomic.Pointer[slog.Handler]
+	steps []func(slog.Handler) slog.Handler
+}
+
+func (s switchHandler) inner() slog.Handler {
+	h := *s.cur.Load()
+	for _, f := range s.steps {
+		h = f(h)
+	}
+	return h
+}
+
+func (s switchHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return (*s.cur.Load()).Enabled(ctx, l)
+}
+
+func (s switchHandler) Handle(ctx context.Context, r slog.Record) error {
+	return s.inner().Handle(ctx, r)
+}
+
+func (s switchHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return s.with(func(h slog.Handler) slog.Handler { return h.WithAttrs(as) })
+}
+
+func (s switchHandler) WithGroup(name string) slog.Handler {
+	return s.with(func(h slog.Handler) slog.Handler { return h.WithGroup(name) })
+}
+
+func (s switchHandler) with(f func(slog.Handler) slog.Handler) slog.Handler {
+	return switchHandler{cur: s.cur, steps: append(slices.Clip(s.steps), f)}
 }

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/telemetry"
+)
+
+// The operator's commands: status (engines), qps (connections), paths
+// (each connection's logical paths) and top (a live view). They read the
+// daemon's control socket's watch stream (internal/daemon/telemetry.go),
+// the same snapshots the Prometheus endpoint is made of.
+
+// snapshotFlags are the flags the one-shot commands share.
+type snapshotFlags struct {
+	fs     *flag.FlagSet
+	socket *string
+	conns  *int
+}
+
+func newSnapshotFlags(name string) *snapshotFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	return &snapshotFlags{fs: fs,
+		socket: fs.String("socket", config.Defaults().ControlSocket, "the daemon's control `socket`"),
+		conns:  fs.Int("conns", 32, "connections per engine to list, the busiest first (bytes sent plus placed)")}
+}
+
+// take returns one snapshot from the daemon.
+func take(socket string, p daemon.WatchParams) (*telemetry.Snapshot, error) {
+	c, err := daemon.Dial(socket, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var snap *telemetry.Snapshot
+	p.Count = 1
+	err = c.Watch(p, func(s *telemetry.Snapshot) error { snap = s; return nil })
+	return snap, err
+}
+
+func runStatus(args []string, out io.Writer) error {
+	f := newSnapshotFlags("status")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := take(*f.socket, daemon.WatchParams{Conns: -1})
+	if err != nil {
+		return err
+	}
+	writeStatus(out, s)
+	return nil
+}
+
+func runQPs(args []string, out io.Writer) error {
+	f := newSnapshotFlags("qps")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns})
+	if err != nil {
+		return err
+	}
+	writeQPs(out, s, nil)
+	return nil
+}
+
+func runPaths(args []string, out io.Writer) error {
+	f := newSnapshotFlags("paths")
+	conn := f.fs.String("conn", "", "only the connection with this local `id` (hex, as qps shows it)")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns, Paths: true})
+	if err != nil {
+		return err
+	}
+	return writePaths(out, s, *conn)
+}
+
+func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0) }
+
+// writeStatus prints the engines and the interfaces' XDP counters.
+func writeStatus(out io.Writer, s *telemetry.Snapshot) {
+	tw := table(out)
+	fmt.Fprintln(tw, "IFACE\tQUEUE\tBACKEND\tXDP\tZEROCOPY\tCONNS\tPATHS A/S\tRX PKTS\tTX PKTS\tRX BYTES\tTX BYTES\tDROPS\tRETX\tBUSY\tOK")
+	for i := range s.Engines {
+		e := &s.Engines[i]
+		t := &e.Transport
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n",
+			e.Iface, e.Queue, e.Link.Backend, dash(e.Link.XDPMode), yesNo(e.Link.ZeroCopy),
+			e.Conns.Total, e.Conns.PathsActive, e.Conns.PathsSuspect,
+			e.Engine.RxPackets, e.Engine.TxPackets, bytesStr(float64(t.RxBytes)), bytesStr(float64(t.TxBytes)),
+			drops(e), t.DataRetransmitted, busy(e.Engine.BusyNanos, e.Engine.IdleNanos), yesNo(e.Responsive))
+	}
+	tw.Flush()
+	for _, is := range s.Ifaces {
+		if x := is.XDP; x != nil {
+			fmt.Fprintf(out, "xdp %s: redirected %d, passed %d, redirect failed %d, dropped %d (short %d, version %d, fragment %d)\n",
+				is.Name, x.Redirected, x.Passed, x.RedirectFailed, x.DroppedShort+x.DroppedVersion+x.DroppedFragment,
+				x.DroppedShort, x.DroppedVersion, x.DroppedFragment)
+		}
+	}
+}
+
+// drops sums an engine's drops of every kind: link, kernel socket and
+// transport.
+func drops(e *telemetry.EngineSnapshot) uint64 {
+	var n uint64
+	t := &e.Transport
+	for _, v := range t.RxMalformed {
+		n += v
+	}
+	n += t.RxUnknownConn + t.RxWrongPeer + t.RxBadPath + t.RxBogusAck + t.RxUnexpected + t.OutOfOrderDropped
+	if a := e.AFXDP; a != nil {
+		for _, v := range a.RxBadFrame {
+			n += v
+		}
+		n += a.RxNotForUs + a.RxMultiBuffer + a.TxNoNeighbor + a.TxFamily + a.TxRingFull
+	}
+	if u := e.UDP; u != nil {
+		n += u.Truncated + u.SendErrors + u.SendFull
+	}
+	if x := e.XSK; x != nil {
+		n += x.RxDropped + x.RxRingFull + x.RxFillRingEmptyDescs + x.RxInvalidDescs
+	}
+	return n
+}
+
+// rates are per-second figures between two snapshots of a connection; nil
+// for a one-shot table.
+type connRates map[uint32][2]float64 // sent, placed bytes per second
+
+// writeQPs prints every listed connection of every engine.
+func writeQPs(out io.Writer, s *telemetry.Snapshot, rates connRates) {
+	tw := table(out)
+	hdr := "IFACE\tQ\tCONN\tPEER\tSTATE\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tPATHS A/S\tREPATHS\tCE\tCWND"
+	if rates != nil {
+		hdr = "IFACE\tQ\tCONN\tPEER\tSTATE\tTX/s\tRX/s\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tPATHS A/S\tREPATHS\tCE\tCWND"
+	}
+	fmt.Fprintln(tw, hdr)
+	for i := range s.Engines {
+		e := &s.Engines[i]
+		for j := range e.Top {
+			c := &e.Top[j]
+			cwnd := "-"
+			if c.Congestion != nil {
+				cwnd = bytesStr(float64(c.Congestion.Window))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t", e.Iface, e.Queue, telemetry.ConnID(c.ID), c.Peer, c.State)
+			if rates != nil {
+				r := rates[c.ID]
+				fmt.Fprintf(tw, "%s\t%s\t", bitsStr(8*r[0]), bitsStr(8*r[1]))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%d\t%d\t%s\n",
+				bytesStr(float64(c.BytesOut)), bytesStr(float64(c.BytesIn)), c.Retx, c.Lost, c.Timeouts,
+				durStr(c.SRTT), durStr(c.MinRTT), c.PathsActive, c.PathsSuspect, c.Repaths, c.CEMarks, cwnd)
+		}
+	}
+	tw.Flush()
+}
+
+// writePaths prints the paths of every listed connection, or of the one
+// whose id is conn.
+func writePaths(out io.Writer, s *telemetry.Snapshot, conn string) error {
+	found := false
+	for i := range s.Engines {
+		e := &s.Engines[i]
+		for j := range e.Top {
+			c := &e.Top[j]
+			if conn != "" && !strings.EqualFold(conn, telemetry.ConnID(c.ID)) {
+				continue
+			}
+			found = true
+			fmt.Fprintf(out, "%s queue %d conn %s peer %s (%s): %d paths, %d active\n",
+				e.Iface, e.Queue, telemetry.ConnID(c.ID), c.Peer, c.State, len(c.Paths), c.PathsActive)
+			tw := table(out)
+			fmt.Fprintln(tw, "  PATH\tENTROPY\tPLANE\tSTATE\tINFLIGHT\tSRTT\tMIN RTT\tMARKED\tLOSS\tSENT\tACKED\tLOST\tCE\tREPATHS")
+			for _, p := range c.Paths {
+				fmt.Fprintf(tw, "  %d\t%d\t%d\t%s\t%d\t%s\t%s\t%.1f%%\t%.1f%%\t%d\t%d\t%d\t%d\t%d\n",
+					p.ID, p.Entropy, p.Plane, p.State, p.InFlight, durStr(p.SRTT), durStr(p.MinRTT),
+					100*p.MarkFrac, 100*p.LossRate, p.Sent, p.Acked, p.Lost, p.Marked, p.Repaths)
+			}
+			tw.Flush()
+		}
+	}
+	if conn != "" && !found {
+		return fmt.Errorf("no connection %s among the listed ones (raise -conns?)", conn)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func busy(b, i uint64) string {
+	if b+i == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*float64(b)/float64(b+i), 'f', 1, 64) + "%"
+}
+
+func durStr(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Duration(ns).Round(100 * time.Nanosecond).String()
+}
+
+// bytesStr prints a byte count with a binary prefix.
+func bytesStr(v float64) string {
+	for _, u := range []string{"B", "KiB", "MiB", "GiB", "TiB"} {
+		if v < 1024 || u == "TiB" {
+			if u == "B" {
+				return strconv.FormatFloat(v, 'f', 0, 64) + u
+			}
+			return strconv.FormatFloat(v, 'f', 1, 64) + u
+		}
+		v /= 1024
+	}
+	return ""
+}
+
+// bitsStr prints a bit rate with a decimal prefix.
+func bitsStr(v float64) string {
+	for _, u := range []string{"b/s", "kb/s", "Mb/s", "Gb/s", "Tb/s"} {
+		if v < 1000 || u == "Tb/s" {
+			return strconv.FormatFloat(v, 'f', 1, 64) + u
+		}
+		v /= 1000
+	}
+	return ""
+}

@@ -1,0 +1,362 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// pair is two engines over the in-memory twin: a writes to a target on b
+// and also holds an idle connection to b that stays open, so snapshots
+// have a connection to report after the writer's has closed.
+type pair struct {
+	a, b   *dataplane.Engine
+	lat    *transport.Histogram
+	res    dataplane.GenResult
+	cancel context.CancelFunc
+	errs   chan error
+}
+
+func newPair(t *testing.T, messages int) *pair {
+	t.Helper()
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	la, lb := dataplane.NewMemPair(a, b, 9000, 0, 1)
+	epA, err := transport.NewEndpoint(transport.Config{}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epB, _ := transport.NewEndpoint(transport.Config{}, b)
+	gc := dataplane.GenConfig{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
+	w, err := dataplane.NewWriter(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{lat: new(transport.Histogram), errs: make(chan error, 2)}
+	w.Latency = p.lat
+	tgt := dataplane.NewTarget(gc, epB)
+	p.a = dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
+	p.b = dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() { p.errs <- p.a.Run(ctx) }()
+	go func() { p.errs <- p.b.Run(ctx) }()
+	t.Cleanup(p.stop)
+	select {
+	case p.res = <-w.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("generator did not finish in 60s")
+	}
+	if p.res.Err != "" || p.res.Completed != messages {
+		t.Fatalf("writer: %+v", p.res)
+	}
+	// An idle connection that stays up, for the per-connection series.
+	up := make(chan struct{})
+	if err := p.a.Do(context.Background(), func(now transport.Time) {
+		epA.Connect(now, b, dataplane.GenService, transport.NewMemoryTable())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		var n int
+		p.a.Do(context.Background(), func(transport.Time) {
+			for _, c := range epA.AppendConns(nil) {
+				if c.State() == transport.StateEstablished {
+					n++
+				}
+			}
+		})
+		if n > 0 {
+			close(up)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-up:
+	default:
+		t.Fatal("idle connection did not come up")
+	}
+	return p
+}
+
+func (p *pair) stop() {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.errs
+		<-p.errs
+		p.cancel = nil
+	}
+}
+
+func (p *pair) engines() []Engine {
+	return []Engine{
+		{Iface: "a0", Engine: p.a, OnEngine: func(s *EngineSnapshot) {
+			h := *p.lat
+			s.CompletionLatency = &h
+		}},
+		{Iface: "b0", Engine: p.b},
+	}
+}
+
+// TestCollectorLint: the exposition passes client_golang's linter and
+// promtool, and says what happened: packets moved, nothing dropped on a
+// clean link, one latency sample per message, the idle connection listed.
+func TestCollectorLint(t *testing.T) {
+	const messages = 200
+	p := newPair(t, messages)
+	c := NewCollector(p.engines(), Options{})
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("lint: %s: %s", pr.Metric, pr.Text)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := buf.String()
+	val := func(name string, labels ...string) float64 {
+		t.Helper()
+		v, ok := value(mfs, name, labels...)
+		if !ok {
+			t.Fatalf("no %s%v in\n%s", name, labels, text)
+		}
+		return v
+	}
+	if v := val("metaroce_link_rx_packets_total", "iface", "b0"); v < messages {
+		t.Errorf("b received %v packets for %d messages", v, messages)
+	}
+	if v := val("metaroce_placed_bytes_total", "iface", "b0"); v != messages*16384 {
+		t.Errorf("b placed %v bytes, want %d", v, messages*16384)
+	}
+	for _, r := range []string{"crc", "unknown_connection", "wrong_peer"} {
+		if v := val("metaroce_rx_dropped_total", "iface", "b0", "reason", r); v != 0 {
+			t.Errorf("clean link: %v drops for %s", v, r)
+		}
+	}
+	if v := val("metaroce_completion_latency_seconds_count", "iface", "a0"); v != messages {
+		t.Errorf("latency samples %v, want %d", v, messages)
+	}
+	if v := val("metaroce_rtt_seconds_count", "iface", "a0"); v == 0 {
+		t.Error("no RTT samples")
+	}
+	if v := val("metaroce_connections", "iface", "a0", "state", "established"); v != 1 {
+		t.Errorf("a: %v established connections, want the idle one", v)
+	}
+	if v := val("metaroce_connection_paths", "iface", "a0", "state", "active"); v == 0 {
+		t.Error("idle connection has no active path")
+	}
+	val("metaroce_build_info")
+	if v := val("metaroce_engine_responsive", "iface", "a0"); v != 1 {
+		t.Error("engine a unresponsive")
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
+		}
+		t.Fatal("promtool not installed: .ci/run installs the Debian package prometheus")
+	}
+	f := filepath.Join(t.TempDir(), "metrics.txt")
+	if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(buf.Bytes())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	} else if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("promtool check metrics:\n%s", s)
+	}
+}
+
+// TestWalkInChunks: a walk that reads one connection per visit reports
+// the same as one that reads them all at once.
+func TestWalkInChunks(t *testing.T) {
+	p := newPair(t, 8)
+	// Two more idle connections, so three chunks.
+	p.a.Do(context.Background(), func(now transport.Time) {
+		for range 2 {
+			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), dataplane.GenService, transport.NewMemoryTable())
+		}
+	})
+	for i := 0; i < 1000; i++ {
+		s := Take(context.Background(), p.engines()[:1], Options{})
+		if s.Engines[0].Conns.ByState[transport.StateEstablished] == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	whole := Take(context.Background(), p.engines()[:1], Options{TopConns: 2}).Engines[0]
+	defer func(c int) { walkChunk = c }(walkChunk)
+	walkChunk = 1
+	chunked := Take(context.Background(), p.engines()[:1], Options{TopConns: 2}).Engines[0]
+	if whole.Conns != chunked.Conns || whole.Conns.ByState[transport.StateEstablished] != 3 {
+		t.Fatalf("whole %+v, chunked %+v", whole.Conns, chunked.Conns)
+	}
+	if len(chunked.Top) != 2 || len(whole.Top) != 2 {
+		t.Fatalf("top: whole %d, chunked %d, want 2", len(whole.Top), len(chunked.Top))
+	}
+}
+
+// TestUnresponsiveEngine: a snapshot does not wait past its context for an
+// engine that does not run, reports it unresponsive and leaves out what
+// only the engine could give.
+func TestUnresponsiveEngine(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	la, _ := dataplane.NewMemPair(a, b, 2048, 0, 1)
+	ep, _ := transport.NewEndpoint(transport.Config{}, a)
+	e := dataplane.NewEngine(dataplane.EngineConfig{}, la, ep, nil) // never Run
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	s := Take(ctx, []Engine{{Iface: "x", Engine: e}}, Options{})
+	if s.Engines[0].Responsive {
+		t.Fatal("an engine that never ran answered")
+	}
+	c := NewCollector([]Engine{{Iface: "x", Engine: e}}, Options{})
+	c.Timeout = 10 * time.Millisecond
+	if n := testutil.CollectAndCount(c, "metaroce_engine_responsive"); n != 1 {
+		t.Fatalf("%d engine_responsive series", n)
+	}
+	if n := testutil.CollectAndCount(c, "metaroce_rx_packets_total"); n != 0 {
+		t.Fatalf("engine-owned counters of an unresponsive engine exported (%d)", n)
+	}
+}
+
+// value finds the sample of metric name (a histogram's _count or _sum
+// too) whose labels include the given name, value pairs.
+func value(mfs []*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	suffix := ""
+	for _, s := range []string{"_count", "_sum"} {
+		if base, ok := strings.CutSuffix(name, s); ok && !strings.HasSuffix(name, "_total") {
+			for _, mf := range mfs {
+				if mf.GetName() == base && mf.GetType() == dto.MetricType_HISTOGRAM {
+					name, suffix = base, s
+				}
+			}
+		}
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			switch {
+			case suffix == "_count":
+				return float64(m.GetHistogram().GetSampleCount()), true
+			case suffix == "_sum":
+				return m.GetHistogram().GetSampleSum(), true
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// BenchmarkSnapshot measures a scrape's snapshot of an engine holding
+// many connections: b.N snapshots, and the longest engine stall each
+// caused (stall-ns/op); then the whole walk's CPU time with the engines
+// stopped (walk-quiet-ns).
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			a, bb := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+			la, lb := dataplane.NewMemPair(a, bb, 2048, 0, 1)
+			epA, _ := transport.NewEndpoint(transport.Config{MaxConns: 2 * n}, a)
+			epB, _ := transport.NewEndpoint(transport.Config{MaxConns: 2 * n}, bb)
+			epB.Listen(1, transport.NewMemoryTable())
+			ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, nil)
+			eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go ea.Run(ctx)
+			go eb.Run(ctx)
+			// Connect in chunks: a burst of CONNECTs beyond the peer's
+			// reply rate limit would fail some.
+			up := 0
+			for up < n {
+				ea.Do(ctx, func(now transport.Time) {
+					for range min(32, n-up) {
+						epA.Connect(now, bb, 1, transport.NewMemoryTable())
+					}
+				})
+				for pending := true; pending; {
+					time.Sleep(time.Millisecond)
+					ea.Do(ctx, func(transport.Time) {
+						up, pending = 0, false
+						for _, c := range epA.AppendConns(nil) {
+							switch c.State() {
+							case transport.StateEstablished:
+								up++
+							case transport.StateConnecting:
+								pending = true
+							}
+						}
+					})
+				}
+			}
+			engines := []Engine{{Iface: "a", Engine: ea}}
+			var stall time.Duration
+			b.ResetTimer()
+			for range b.N {
+				s := Take(ctx, engines, Options{})
+				stall += s.Engines[0].Stall
+			}
+			b.ReportMetric(float64(stall.Nanoseconds())/float64(b.N), "stall-ns/op")
+			b.StopTimer()
+			cancel()
+			time.Sleep(10 * time.Millisecond)
+			t0 := time.Now()
+			for range 20 {
+				w := &walker{en: &engines[0], opts: Options{TopConns: DefaultTopConns}, minAt: -1}
+				w.begin()
+				for w.next < len(w.conns) {
+					w.step()
+				}
+				w.finish()
+			}
+			b.ReportMetric(float64(time.Since(t0).Nanoseconds())/20, "walk-quiet-ns")
+		})
+	}
+}

@@ -1,0 +1,113 @@
+package telemetry
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The metric descriptors. Names follow Prometheus' conventions: the
+// metaroce_ prefix, _total on counters, base units (seconds, bytes).
+// Labels: iface and queue name an engine (one per NIC queue); conn (the
+// local connection id, hex) and peer one of the engine's top connections;
+// reason, state and the like take values from fixed sets.
+
+var allDescs []*prometheus.Desc
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc("metaroce_"+name, help, labels, nil)
+	allDescs = append(allDescs, d)
+	return d
+}
+
+var (
+	eng  = []string{"iface", "queue"}
+	conn = []string{"iface", "queue", "conn", "peer"}
+)
+
+func engL(extra ...string) []string  { return append(append([]string{}, eng...), extra...) }
+func connL(extra ...string) []string { return append(append([]string{}, conn...), extra...) }
+
+var (
+	buildInfo = desc("build_info", "Build of the running daemon; always 1.", "version", "revision", "goversion")
+
+	engineInfo       = desc("engine_info", "One engine per NIC queue and how it reaches the wire; always 1.", engL("backend", "xdp_mode", "zerocopy")...)
+	engineResponsive = desc("engine_responsive", "1 if the engine answered this scrape in time; 0 leaves its engine-owned metrics out of the scrape.", eng...)
+	snapshotStall    = desc("engine_snapshot_stall_seconds", "Longest time this scrape's snapshot held the engine goroutine in one visit (its cost to the dataplane).", eng...)
+	engineIterations = desc("engine_iterations_total", "Engine loop iterations.", eng...)
+	engineSleeps     = desc("engine_sleeps_total", "Times the idle engine blocked waiting for packets or a timer.", eng...)
+	engineBusy       = desc("engine_busy_seconds_total", "Time the engine spent in iterations that found work.", eng...)
+	engineIdle       = desc("engine_idle_seconds_total", "Time the engine spent spinning or blocked without work.", eng...)
+
+	linkRxPackets   = desc("link_rx_packets_total", "Packets the engine took from its link (its NIC queue or socket).", eng...)
+	linkTxPackets   = desc("link_tx_packets_total", "Packets the engine handed to its link.", eng...)
+	linkRxBatches   = desc("link_rx_batches_total", "Non-empty receive batches.", eng...)
+	linkTxBatches   = desc("link_tx_batches_total", "Non-empty transmit batches.", eng...)
+	linkTxShort     = desc("link_tx_short_total", "Times the transport had more to send than the link had room for.", eng...)
+	linkRxDropped   = desc("link_rx_dropped_total", "Frames the link dropped before the transport, by reason.", engL("reason")...)
+	linkTxDropped   = desc("link_tx_dropped_total", "Packets the link could not send, by reason.", engL("reason")...)
+	handoffSent     = desc("engine_handoff_sent_total", "Packets handed to the engine that owns their connection (RSS put them on this queue).", eng...)
+	handoffReceived = desc("engine_handoff_received_total", "Packets other engines handed to this one.", eng...)
+	xskRxDropped    = desc("xsk_rx_dropped_total", "Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by reason.", engL("reason")...)
+	xskTxInvalid    = desc("xsk_tx_invalid_descs_total", "TX descriptors the kernel rejected (XDP_STATISTICS).", eng...)
+
+	xdpRedirected     = desc("xdp_redirected_total", "MetaRoCE packets the XDP program steered to an AF_XDP socket.", "iface")
+	xdpPassed         = desc("xdp_passed_total", "Packets the XDP program passed to the kernel as not MetaRoCE.", "iface")
+	xdpRedirectFailed = desc("xdp_redirect_failed_total", "MetaRoCE packets whose queue had no socket; passed to the kernel.", "iface")
+	xdpDropped        = desc("xdp_dropped_total", "Packets to the MetaRoCE port the XDP program dropped, by reason.", "iface", "reason")
+
+	rxPackets         = desc("rx_packets_total", "Transport packets received (UDP payloads handed to the transport).", eng...)
+	rxBytes           = desc("rx_bytes_total", "Transport bytes received (UDP payload).", eng...)
+	txPackets         = desc("tx_packets_total", "Transport packets sent.", eng...)
+	txBytes           = desc("tx_bytes_total", "Transport bytes sent (UDP payload).", eng...)
+	rxDropped         = desc("rx_dropped_total", "Packets the transport dropped, by reason.", engL("reason")...)
+	dataSent          = desc("data_packets_sent_total", "Data packets sent, retransmissions included.", eng...)
+	dataRetransmitted = desc("data_packets_retransmitted_total", "Data packets sent again.", eng...)
+	dataReceived      = desc("data_packets_received_total", "Data packets received.", eng...)
+	placedBytes       = desc("placed_bytes_total", "Payload bytes placed into registered memory.", eng...)
+	duplicates        = desc("duplicate_packets_total", "Data packets received twice.", eng...)
+	acksSent          = desc("acks_sent_total", "Acks sent.", eng...)
+	acksReceived      = desc("acks_received_total", "Acks received.", eng...)
+	nacksSent         = desc("nacks_sent_total", "NACKs sent, by reason.", engL("reason")...)
+	nacksReceived     = desc("nacks_received_total", "NACKs received, by reason.", engL("reason")...)
+	lossesDetected    = desc("losses_detected_total", "Transmissions found lost from a path's selective acks.", eng...)
+	rtoTimeouts       = desc("rto_timeouts_total", "Retransmission timeouts.", eng...)
+	tailProbes        = desc("tail_probes_total", "Tail loss probes sent.", eng...)
+	spuriousRetx      = desc("spurious_retransmits_total", "Retransmissions of data the peer had already received.", eng...)
+	rnrWaits          = desc("rnr_waits_total", "Waits after a receiver-not-ready NACK.", eng...)
+	voidSent          = desc("void_sent_total", "VOID packets sent (PSNs abandoned after a failing NACK).", eng...)
+	voidReceived      = desc("void_received_total", "VOID packets received.", eng...)
+	pathsSuspected    = desc("paths_suspected_total", "Paths that became suspect (losses, timeout or slowness).", eng...)
+	pathsRestored     = desc("paths_restored_total", "Suspect paths restored by answered probes.", eng...)
+	repaths           = desc("repaths_total", "Paths retired and given a fresh entropy value.", eng...)
+	pathTimeouts      = desc("path_timeouts_total", "Paths found silent while holding data.", eng...)
+	pathsSlow         = desc("paths_slow_total", "Paths suspected for an RTT far above the median.", eng...)
+	probesSent        = desc("probes_sent_total", "PROBE packets sent on suspect paths.", eng...)
+	probesReceived    = desc("probes_received_total", "PROBE packets received.", eng...)
+	ceReceived        = desc("ce_marked_packets_received_total", "Data packets that arrived with an ECN CE mark.", eng...)
+	ceEchoed          = desc("ce_marks_echoed_total", "CE marks the peers' acks reported for our data.", eng...)
+	connsAccepted     = desc("connections_accepted_total", "Connections accepted from peers.", eng...)
+	connsFailed       = desc("connections_failed_total", "Connections that failed.", eng...)
+	connsClosed       = desc("connections_closed_total", "Connections closed in order.", eng...)
+	msgsCompleted     = desc("messages_completed_total", "Messages (work requests) completed.", eng...)
+	msgsFailed        = desc("messages_failed_total", "Messages completed with an error.", eng...)
+	recvCompleted     = desc("receives_completed_total", "Receive completions.", eng...)
+	rttHist           = desc("rtt_seconds", "RTT samples from acks, all connections and paths.", eng...)
+	completionLatency = desc("completion_latency_seconds", "Time from posting a work request to its completion.", eng...)
+	connections       = desc("connections", "Connections by state.", engL("state")...)
+	paths             = desc("paths", "Logical paths of all connections, by state.", engL("state")...)
+
+	connInfo          = desc("connection_info", "One of the engine's top connections by bytes; always 1.", connL("state")...)
+	connBytesSent     = desc("connection_sent_bytes_total", "Payload bytes the connection sent, retransmissions included.", conn...)
+	connBytesPlaced   = desc("connection_placed_bytes_total", "Payload bytes the connection placed.", conn...)
+	connDataSent      = desc("connection_data_packets_sent_total", "Data packets the connection sent.", conn...)
+	connRetransmitted = desc("connection_data_packets_retransmitted_total", "Data packets the connection sent again.", conn...)
+	connLost          = desc("connection_losses_total", "Transmissions of the connection found lost.", conn...)
+	connTimeouts      = desc("connection_timeouts_total", "Retransmission timeouts of the connection.", conn...)
+	connRepaths       = desc("connection_repaths_total", "Repaths over the connection's paths.", conn...)
+	connCEMarks       = desc("connection_ce_marks_total", "CE marks acked over the connection's paths.", conn...)
+	connSRTT          = desc("connection_srtt_seconds", "Smoothed RTT of the connection.", conn...)
+	connMinRTT        = desc("connection_min_rtt_seconds", "Smallest RTT of the connection.", conn...)
+	connPaths         = desc("connection_paths", "The connection's paths by state.", connL("state")...)
+	connPathSRTTMin   = desc("connection_path_srtt_min_seconds", "Smallest smoothed RTT among the connection's active paths.", conn...)
+	connPathSRTTMax   = desc("connection_path_srtt_max_seconds", "Largest smoothed RTT among the connection's active paths.", conn...)
+	connCwnd          = desc("connection_cwnd_bytes", "Congestion window.", conn...)
+	connPacing        = desc("connection_pacing_rate_bytes_per_second", "Pacing rate of the congestion controller.", conn...)
+	connCCDecreases   = desc("connection_congestion_decreases_total", "Window or rate cuts by the congestion controller.", conn...)
+)

@@ -1,0 +1,390 @@
+package telemetry
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/metaroce/metaroce/bpf"
+	"github.com/metaroce/metaroce/congestion"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/dataplane/afxdp"
+	"github.com/metaroce/metaroce/dataplane/udplink"
+	"github.com/metaroce/metaroce/dataplane/xsk"
+	"github.com/metaroce/metaroce/transport"
+)
+
+// Engine is what telemetry reads of one running engine. The daemon builds
+// the list once; the engines, links and programs outlive every snapshot
+// (the daemon stops serving telemetry before it closes them).
+type Engine struct {
+	Iface  string
+	Engine *dataplane.Engine
+	// AFXDP is the engine's link when it is an AF_XDP link; UDP when it is
+	// a UDP-socket link; both nil for others (the in-memory twin).
+	AFXDP *afxdp.Link
+	UDP   *udplink.Link
+	// XDP is the interface's steering program (shared by the interface's
+	// engines, read once per interface), nil without one.
+	XDP *bpf.Program
+	// OnEngine, if set, runs on the engine goroutine inside the snapshot
+	// closure, for the owner to add what it keeps there (the traffic
+	// generator's completion latency).
+	OnEngine func(s *EngineSnapshot)
+}
+
+// Options choose what a snapshot holds.
+type Options struct {
+	// TopConns is how many connections per engine are reported one by one,
+	// the ones that moved the most bytes (0: DefaultTopConns; negative:
+	// none).
+	TopConns int
+	// Paths adds each reported connection's paths.
+	Paths bool
+}
+
+// DefaultTopConns bounds the per-connection series of a scrape: ten
+// connections per engine show the heavy hitters of a host, and the totals
+// and state counts cover the rest.
+const DefaultTopConns = 10
+
+// MaxTopConns bounds what a client may ask the stream for: each listed
+// connection with 256 paths is ~40 KB of JSON per tick.
+const MaxTopConns = 1024
+
+// Snapshot is the daemon's state at one instant.
+type Snapshot struct {
+	Time    time.Time        `json:"time"`
+	Engines []EngineSnapshot `json:"engines"`
+	// Ifaces holds what is per interface: the XDP program's counters.
+	Ifaces []IfaceSnapshot `json:"ifaces,omitempty"`
+}
+
+// IfaceSnapshot is one interface's XDP program counters.
+type IfaceSnapshot struct {
+	Name string        `json:"name"`
+	XDP  *bpf.Counters `json:"xdp,omitempty"`
+	Err  string        `json:"error,omitempty"`
+}
+
+// EngineCounters are dataplane.EngineStats, loaded.
+type EngineCounters struct {
+	Iterations uint64 `json:"iterations"`
+	Sleeps     uint64 `json:"sleeps"`
+	RxPackets  uint64 `json:"rx_packets"`
+	TxPackets  uint64 `json:"tx_packets"`
+	RxBatches  uint64 `json:"rx_batches"`
+	TxBatches  uint64 `json:"tx_batches"`
+	TxShort    uint64 `json:"tx_short"`
+	Forwarded  uint64 `json:"forwarded"`
+	FromPeers  uint64 `json:"from_peers"`
+	BusyNanos  uint64 `json:"busy_ns"`
+	IdleNanos  uint64 `json:"idle_ns"`
+}
+
+// EngineSnapshot is one engine: its queue, counters, connections.
+type EngineSnapshot struct {
+	Iface string             `json:"iface"`
+	Queue int                `json:"queue"`
+	Link  dataplane.LinkInfo `json:"link"`
+	// Responsive says the engine ran the snapshot closure in time; when
+	// false, only Engine, UDP and XSK (read from outside) are filled.
+	Responsive bool           `json:"responsive"`
+	Engine     EngineCounters `json:"engine"`
+
+	Transport transport.Stats   `json:"transport"`
+	AFXDP     *afxdp.Stats      `json:"afxdp,omitempty"`
+	UDP       *udplink.Counters `json:"udp,omitempty"`
+	XSK       *xsk.Stats        `json:"xsk,omitempty"`
+
+	Conns ConnSummary `json:"conns"`
+	// Top are the connections that moved the most bytes, most first.
+	Top []ConnSnapshot `json:"top,omitempty"`
+	// CompletionLatency is the time from posting a work request to its
+	// completion, when the engine has completions to time.
+	CompletionLatency *transport.Histogram `json:"completion_latency,omitempty"`
+	// Stall is the longest the snapshot held the engine goroutine in one
+	// visit: what reading the engine's state cost its dataplane at most.
+	Stall time.Duration `json:"stall_ns"`
+}
+
+// ConnSummary counts every connection of an engine.
+type ConnSummary struct {
+	Total int `json:"total"`
+	// ByState counts connections by transport.State (index: the State
+	// value; 0 unused).
+	ByState      [transport.StateFailed + 1]int `json:"by_state"`
+	PathsActive  int                            `json:"paths_active"`
+	PathsSuspect int                            `json:"paths_suspect"`
+}
+
+// ConnSnapshot is one connection.
+type ConnSnapshot struct {
+	ID       uint32 `json:"id"`
+	PeerID   uint32 `json:"peer_id"`
+	Peer     string `json:"peer"`
+	State    string `json:"state"`
+	Sent     uint64 `json:"data_sent"`
+	Retx     uint64 `json:"retransmitted"`
+	Acked    uint64 `json:"acked"`
+	Lost     uint64 `json:"lost"`
+	Timeouts uint64 `json:"timeouts"`
+	BytesOut uint64 `json:"bytes_sent"`
+	Received uint64 `json:"data_received"`
+	Dups     uint64 `json:"duplicates"`
+	BytesIn  uint64 `json:"bytes_placed"`
+	SRTT     int64  `json:"srtt_ns"`
+	MinRTT   int64  `json:"min_rtt_ns"`
+
+	PathsActive  int    `json:"paths_active"`
+	PathsSuspect int    `json:"paths_suspect"`
+	PathSRTTMin  int64  `json:"path_srtt_min_ns"` // over active paths with a sample
+	PathSRTTMax  int64  `json:"path_srtt_max_ns"`
+	Repaths      uint64 `json:"repaths"`
+	PathLost     uint64 `json:"path_lost"`
+	CEMarks      uint64 `json:"ce_marks"`
+
+	Congestion *congestion.State `json:"congestion,omitempty"`
+	Paths      []PathSnapshot    `json:"paths,omitempty"`
+}
+
+// Bytes is what ranks connections: bytes sent plus bytes placed.
+func (c *ConnSnapshot) Bytes() uint64 { return c.BytesOut + c.BytesIn }
+
+// PathSnapshot is one logical path of a connection.
+type PathSnapshot struct {
+	ID       int     `json:"id"`
+	Entropy  uint16  `json:"entropy"`
+	Plane    int     `json:"plane"`
+	State    string  `json:"state"`
+	InFlight int     `json:"inflight"`
+	SRTT     int64   `json:"srtt_ns"`
+	MinRTT   int64   `json:"min_rtt_ns"`
+	MarkFrac float64 `json:"mark_frac"`
+	LossRate float64 `json:"loss_rate"`
+	Sent     uint64  `json:"sent"`
+	Acked    uint64  `json:"acked"`
+	Lost     uint64  `json:"lost"`
+	Marked   uint64  `json:"marked"`
+	Repaths  uint64  `json:"repaths"`
+}
+
+// ConnID formats a connection id as metrics labels and tables show it.
+func ConnID(id uint32) string { return strconv.FormatUint(uint64(id), 16) }
+
+// Take returns a snapshot of the engines. ctx bounds the whole of it; an
+// engine whose closure has not run when ctx ends is marked unresponsive
+// and the rest are still reported.
+func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
+	if opts.TopConns == 0 {
+		opts.TopConns = DefaultTopConns
+	}
+	opts.TopConns = min(opts.TopConns, MaxTopConns)
+	s := &Snapshot{Time: time.Now(), Engines: make([]EngineSnapshot, len(engines))}
+	seen := map[*bpf.Program]bool{}
+	var wg sync.WaitGroup
+	for i := range engines {
+		en := &engines[i]
+		es := &s.Engines[i]
+		inf := en.Engine.Link().Info()
+		es.Iface, es.Queue, es.Link = en.Iface, inf.Queue, inf
+		st := &en.Engine.Stats
+		es.Engine = EngineCounters{
+			Iterations: st.Iterations.Load(), Sleeps: st.Sleeps.Load(),
+			RxPackets: st.RxPackets.Load(), TxPackets: st.TxPackets.Load(),
+			RxBatches: st.RxBatches.Load(), TxBatches: st.TxBatches.Load(),
+			TxShort: st.TxShort.Load(), Forwarded: st.Forwarded.Load(), FromPeers: st.FromPeers.Load(),
+			BusyNanos: st.BusyNanos.Load(), IdleNanos: st.IdleNanos.Load(),
+		}
+		if en.UDP != nil {
+			c := en.UDP.Counters()
+			es.UDP = &c
+		}
+		if en.AFXDP != nil {
+			if x, err := en.AFXDP.Socket().Stats(); err == nil {
+				es.XSK = &x
+			}
+		}
+		// The engines are walked in parallel, so one stuck engine costs
+		// the others nothing but the shared deadline.
+		wg.Go(func() {
+			if w, err := walk(ctx, en, opts); err == nil {
+				es.Responsive = true
+				es.Transport, es.AFXDP, es.Conns, es.Top = w.s.Transport, w.s.AFXDP, w.s.Conns, w.s.Top
+				es.CompletionLatency, es.Stall = w.s.CompletionLatency, w.s.Stall
+			}
+		})
+		if en.XDP != nil && !seen[en.XDP] {
+			seen[en.XDP] = true
+			is := IfaceSnapshot{Name: en.Iface}
+			if c, err := en.XDP.Counters(); err == nil {
+				is.XDP = &c
+			} else {
+				is.Err = err.Error()
+			}
+			s.Ifaces = append(s.Ifaces, is)
+		}
+	}
+	wg.Wait()
+	return s
+}
+
+// walkChunk is how many connections one engine visit reads: each read
+// misses the cache (~500 ns per connection measured with 10k of them), so
+// a chunk holds the engine for about half a millisecond, and a scrape of a
+// host with many connections costs its dataplane several short pauses
+// instead of one long one.
+var walkChunk = 1024 // a variable only so tests can make walks take many visits
+
+// walker reads one engine's state over several visits to its goroutine.
+// Every field is touched only inside closures that run there; the caller
+// reads s only after the last visit returned, and abandons the walker
+// (never touching it again) when a visit times out, so a visit that runs
+// late writes into memory nobody reads.
+type walker struct {
+	en    *Engine
+	opts  Options
+	s     EngineSnapshot
+	conns []*transport.Conn
+	next  int
+	// Top connections by bytes: a small array, replacing its smallest
+	// entry, so the walk is O(conns) plus O(TopConns) per replacement.
+	top      []*transport.Conn
+	topBytes []uint64
+	minAt    int
+}
+
+// walk takes an engine's snapshot: the counters and the connection list
+// in a first visit, the connections walkChunk at a time, the top
+// connections' details in a last one. The connections are therefore seen
+// over a few iterations, not at one instant; each is read whole in one.
+func walk(ctx context.Context, en *Engine, opts Options) (*walker, error) {
+	w := &walker{en: en, opts: opts, minAt: -1}
+	visit := func(f func()) error {
+		return en.Engine.Do(ctx, func(transport.Time) {
+			start := time.Now()
+			f()
+			w.s.Stall = max(w.s.Stall, time.Since(start))
+		})
+	}
+	if err := visit(w.begin); err != nil {
+		return nil, err
+	}
+	for w.next < len(w.conns) {
+		if err := visit(w.step); err != nil {
+			return nil, err
+		}
+	}
+	if err := visit(w.finish); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *walker) begin() {
+	ep := w.en.Engine.Endpoint()
+	w.s.Transport = *ep.Stats()
+	if w.en.AFXDP != nil {
+		a := w.en.AFXDP.Stats
+		w.s.AFXDP = &a
+	}
+	w.conns = ep.AppendConns(make([]*transport.Conn, 0, ep.Conns()))
+}
+
+func (w *walker) step() {
+	end := min(len(w.conns), w.next+walkChunk)
+	s, n := &w.s, w.opts.TopConns
+	for _, c := range w.conns[w.next:end] {
+		// A connection released since begin still reads consistently
+		// (its memory lives on); it is counted in its final state.
+		s.Conns.Total++
+		if st := c.State(); int(st) < len(s.Conns.ByState) {
+			s.Conns.ByState[st]++
+		}
+		a, k := c.PathCounts()
+		s.Conns.PathsActive += a
+		s.Conns.PathsSuspect += k - a
+		if n <= 0 {
+			continue
+		}
+		cs := c.Stats()
+		b := cs.BytesSent + cs.BytesPlaced
+		switch {
+		case len(w.top) < n:
+			w.top = append(w.top, c)
+			w.topBytes = append(w.topBytes, b)
+			if len(w.top) == n {
+				w.minAt = argmin(w.topBytes)
+			}
+		case b > w.topBytes[w.minAt]:
+			w.top[w.minAt], w.topBytes[w.minAt] = c, b
+			w.minAt = argmin(w.topBytes)
+		}
+	}
+	w.next = end
+}
+
+func (w *walker) finish() {
+	w.conns = nil
+	if len(w.top) > 0 {
+		w.s.Top = make([]ConnSnapshot, len(w.top))
+		var paths []transport.PathInfo
+		for i, c := range w.top {
+			paths = c.Paths(paths[:0])
+			w.s.Top[i] = connSnapshot(c, paths, w.opts.Paths)
+		}
+		sortTop(w.s.Top)
+	}
+	if w.en.OnEngine != nil {
+		w.en.OnEngine(&w.s)
+	}
+}
+
+func argmin(v []uint64) int {
+	m := 0
+	for i := range v {
+		if v[i] < v[m] {
+			m = i
+		}
+	}
+	return m
+}
+
+func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool) ConnSnapshot {
+	st := c.Stats()
+	cs := ConnSnapshot{ID: c.LocalID(), PeerID: c.PeerID(), Peer: c.Peer().String(), State: c.State().String(),
+		Sent: st.DataSent, Retx: st.Retransmitted, Acked: st.Acked, Lost: st.Lost, Timeouts: st.Timeouts,
+		BytesOut: st.BytesSent, Received: st.DataReceived, Dups: st.Duplicates, BytesIn: st.BytesPlaced,
+		SRTT: int64(st.SRTT), MinRTT: int64(st.MinRTT)}
+	a, n := c.PathCounts()
+	cs.PathsActive, cs.PathsSuspect = a, n-a
+	for _, p := range paths {
+		cs.Repaths += p.Repaths
+		cs.PathLost += p.Lost
+		cs.CEMarks += p.Marked
+		if p.State == transport.PathActive && p.SRTT > 0 {
+			if cs.PathSRTTMin == 0 || int64(p.SRTT) < cs.PathSRTTMin {
+				cs.PathSRTTMin = int64(p.SRTT)
+			}
+			cs.PathSRTTMax = max(cs.PathSRTTMax, int64(p.SRTT))
+		}
+		if withPaths {
+			cs.Paths = append(cs.Paths, PathSnapshot{ID: p.ID, Entropy: p.Entropy, Plane: p.Plane,
+				State: p.State.String(), InFlight: p.InFlight, SRTT: int64(p.SRTT), MinRTT: int64(p.MinRTT),
+				MarkFrac: p.MarkFrac, LossRate: p.LossRate, Sent: p.Sent, Acked: p.Acked,
+				Lost: p.Lost, Marked: p.Marked, Repaths: p.Repaths})
+		}
+	}
+	if cc, ok := c.Congestion(); ok {
+		cs.Congestion = &cc
+	}
+	return cs
+}
+
+// sortTop orders connections by bytes, most first.
+func sortTop(t []ConnSnapshot) {
+	slices.SortFunc(t, func(a, b ConnSnapshot) int { return cmp.Compare(b.Bytes(), a.Bytes()) })
+}
