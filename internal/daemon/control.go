@@ -137,6 +137,9 @@ func lookupGroup(g string) (int, error) {
 	return strconv.Atoi(grp.Gid)
 }
 
+// privileged reports whether the caller is root or runs as the daemon.
+func privileged(c proto.Cred) bool { return c.UID == 0 || int(c.UID) == os.Getuid() }
+
 // fallback answers the daemon's own operations.
 func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, conn *proto.Conn) (any, error) {
 	ctx = withStream(ctx, conn)
@@ -145,6 +148,12 @@ func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, 
 		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)
 	}
 	resp := Response{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}
+	if (req.Op == "arm" || req.Op == "write") && !privileged(cred) {
+		// The generator sends traffic to any address and writes into
+		// the target's memory: for the operator, not for every
+		// application the socket's mode lets in.
+		return nil, proto.Errorf(proto.CodeDenied, "%s: only root or the daemon's user (uid %d) may drive the generator", req.Op, os.Getuid())
+	}
 	if err := d.handle(ctx, &req, &resp); err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) {

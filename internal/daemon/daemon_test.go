@@ -2,14 +2,17 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/testnet"
 	"github.com/metaroce/metaroce/telemetry"
@@ -247,5 +250,22 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 		ccancel()
 		qa.Destroy()
 		qb.Destroy()
+	}
+}
+
+// TestGeneratorNeedsPrivilege: an application that may use the socket
+// may not drive the built-in generator.
+func TestGeneratorNeedsPrivilege(t *testing.T) {
+	d := &Daemon{}
+	other := proto.Cred{UID: uint32(os.Getuid()) + 4242, GID: 4242}
+	for _, op := range []string{"arm", "write"} {
+		_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
+		var pe *proto.Error
+		if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
+			t.Errorf("%s from uid %d: %v, want %s", op, other.UID, err, proto.CodeDenied)
+		}
+	}
+	if !privileged(proto.Cred{UID: 0}) || !privileged(proto.Cred{UID: uint32(os.Getuid())}) {
+		t.Error("root or the daemon's own user refused")
 	}
 }
