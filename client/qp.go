@@ -18,6 +18,10 @@ import (
 type QPOptions struct {
 	SQSlots, CQSlots int // powers of two
 	Engine           int // which of the daemon's engines (interface queues) serves it
+	// Spin is how long WaitCQ polls before it sleeps on the doorbell
+	// (0: SpinBeforeSleep; negative: never sleep, perftest's polling
+	// mode, for a process that has a core to itself).
+	Spin time.Duration
 }
 
 // QP is a queue pair: a send queue of work requests and a completion
@@ -33,6 +37,7 @@ type QP struct {
 	cqc    *ring.Consumer
 	sqBell *ring.Doorbell
 	cqBell *ring.Doorbell
+	spin   time.Duration
 }
 
 // CreateQP makes a queue pair.
@@ -47,7 +52,10 @@ func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 	if len(files) != 4 {
 		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 4", ErrDaemonError, len(files))
 	}
-	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload}
+	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload, spin: o.Spin}
+	if q.spin == 0 {
+		q.spin = SpinBeforeSleep
+	}
 	q.Local, _ = netip.ParseAddr(r.Local)
 	if err := q.attach(files); err != nil {
 		q.release()
@@ -285,8 +293,8 @@ func (q *QP) PollCQ(dst []Completion) (int, error) {
 var SpinBeforeSleep = 30 * time.Microsecond
 
 // WaitCQ blocks until at least one completion is there, ctx ends, or the
-// daemon goes, then takes up to len(dst). It spins for SpinBeforeSleep
-// first, then sleeps on the completion queue's doorbell.
+// daemon goes, then takes up to len(dst). It spins for the queue pair's
+// Spin first (QPOptions), then sleeps on the completion queue's doorbell.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 	var start time.Time
 	for i := 0; ; i++ {
@@ -296,8 +304,11 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		if i%32 == 0 { // the clock costs more than a poll
 			if i == 0 {
 				start = time.Now()
-			} else if time.Since(start) >= SpinBeforeSleep {
+			} else if q.spin >= 0 && time.Since(start) >= q.spin {
 				break
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, err
 			}
 		}
 	}

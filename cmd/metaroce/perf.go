@@ -41,6 +41,7 @@ type perfOpts struct {
 	asJSON  bool
 	seed    uint64
 	timeout time.Duration
+	poll    bool
 }
 
 // perfInfo is what each side tells the other out of band.
@@ -105,6 +106,7 @@ func runPerf(args []string, out io.Writer) error {
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data pattern")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.BoolVar(&o.poll, "poll", false, "busy-poll completions, never sleep (perftest's default; needs a core per process)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -213,7 +215,11 @@ func newSetup(o perfOpts) (*setup, error) {
 		return nil, err
 	}
 	for range o.qps {
-		q, err := c.CreateQP(client.QPOptions{SQSlots: pow2(2 * o.depth), CQSlots: pow2(4 * o.depth)})
+		qo := client.QPOptions{SQSlots: pow2(2 * o.depth), CQSlots: pow2(4 * o.depth)}
+		if o.poll {
+			qo.Spin = -1
+		}
+		q, err := c.CreateQP(qo)
 		if err != nil {
 			s.close()
 			return nil, err

@@ -139,6 +139,7 @@ func TestPerfTests(t *testing.T) {
 			{"read-bw", "-s 65536 -n 1000"},
 			{"write-lat", "-s 64 -n 1000"},
 			{"send-lat", "-s 64 -n 1000"},
+			{"write-lat", "-s 64 -n 1000 -poll"},
 			{"write-bw", "-a -n 20"},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
