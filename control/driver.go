@@ -92,8 +92,12 @@ func (d *EngineDriver) Step(e *dataplane.Engine, now transport.Time) bool {
 	return work
 }
 
-// drain takes up to a batch of work requests from q's SQ and posts them.
-func (d *EngineDriver) drain(q *qp) bool {
+// takeWRs hands up to a batch of q's work requests to f (ok false: the
+// slot did not parse), as many as the completion queue has room to
+// answer. f reports whether it took the request; the first it leaves
+// stops the batch and stays in the queue. It reports whether any was
+// taken.
+func takeWRs(q *qp, f func(w proto.WR, ok bool) bool) bool {
 	n := min(wrBatch, q.budget())
 	if n == 0 {
 		return false
@@ -104,19 +108,25 @@ func (d *EngineDriver) drain(q *qp) bool {
 	}
 	used := uint32(0)
 	for ; used < got; used++ {
-		w, ok := proto.ParseWR(q.sqc.Slot(first + used))
-		if !ok {
-			d.stats.BadWRs++
-			q.outstanding++
-			d.fail(q, w, proto.StatusBadWR)
-			continue
-		}
-		if !d.post(q, w) {
-			break // the transport's queue is full: retry from this one
+		if !f(proto.ParseWR(q.sqc.Slot(first + used))) {
+			break
 		}
 	}
 	q.sqc.Release(used)
 	return used > 0
+}
+
+// drain takes up to a batch of work requests from q's SQ and posts them.
+func (d *EngineDriver) drain(q *qp) bool {
+	return takeWRs(q, func(w proto.WR, ok bool) bool {
+		if !ok {
+			d.stats.BadWRs++
+			q.outstanding++
+			d.fail(q, w, proto.StatusBadWR)
+			return true
+		}
+		return d.post(q, w) // false: the transport's queue is full, retry from this one
+	})
 }
 
 // post hands one work request to the transport. It reports false when
@@ -187,21 +197,11 @@ func (d *EngineDriver) fail(q *qp, w proto.WR, st proto.CQStatus) {
 // failAll completes whatever the application posts after its connection
 // closed with StatusNotConnected, so nothing it posts goes unanswered.
 func (d *EngineDriver) failAll(q *qp) bool {
-	n := min(wrBatch, q.budget())
-	if n == 0 {
-		return false
-	}
-	first, got, err := q.sqc.Peek(uint32(n))
-	if err != nil || got == 0 {
-		return false
-	}
-	for i := range got {
-		w, _ := proto.ParseWR(q.sqc.Slot(first + i))
+	return takeWRs(q, func(w proto.WR, _ bool) bool {
 		q.outstanding++
 		d.fail(q, w, proto.StatusNotConnected)
-	}
-	q.sqc.Release(got)
-	return true
+		return true
+	})
 }
 
 // Completion routes a transport completion to its queue pair.

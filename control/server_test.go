@@ -1,8 +1,10 @@
 package control_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
@@ -260,5 +262,31 @@ func TestDaemonGone(t *testing.T) {
 	}
 	if _, err := ca.CreateQP(client.QPOptions{}); !errors.Is(err, client.ErrDaemonGone) {
 		t.Fatalf("create after the daemon went: %v", err)
+	}
+}
+
+// TestSendQueueFullAndDeadline: a send queue that nobody drains (its
+// queue pair is not connected) fills and refuses more with ErrSQFull,
+// and a wait for a completion that cannot come ends with its context.
+func TestSendQueueFullAndDeadline(t *testing.T) {
+	ha, _ := newHosts(t, 0, config.Limits{})
+	c := dial(t, ha.Sock)
+	mr := region(t, c, 4096, 0)
+	q, err := c.CreateQP(client.QPOptions{SQSlots: 2, CQSlots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := client.WR{Op: client.OpWrite, Local: mr, Length: 64, RemoteAddr: 1, RemoteKey: 1}
+	if n, err := q.Post(wr, wr, wr); n != 2 || err != nil {
+		t.Fatalf("three into a two-slot queue: %d posted, %v", n, err)
+	}
+	if _, err := q.Post(wr); !errors.Is(err, client.ErrSQFull) {
+		t.Fatalf("into a full queue: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var cq [1]client.Completion
+	if _, err := q.WaitCQ(ctx, cq[:]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on an idle queue pair: %v", err)
 	}
 }
