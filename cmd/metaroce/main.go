@@ -15,6 +15,7 @@ const usage = `usage: metaroce <command> [flags]
 commands:
   sim     run a scenario on the virtual-time fabric simulator
   demo    two metaroced daemons in network namespaces: bandwidth, latency, baselines (root)
+  compliance  the packet-level conformance suite against -target ADDR or a -spawned metaroced
 
 Run 'metaroce <command> -h' for a command's flags.
 `
@@ -30,6 +31,8 @@ func main() {
 		err = runSim(os.Args[2:], os.Stdout)
 	case "demo":
 		err = runDemo(os.Args[2:], os.Stdout)
+	case "compliance":
+		err = runCompliance(os.Args[2:], os.Stdout)
 	case "daemon":
 		// metaroced itself, so the demo can start daemons from this binary.
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))

@@ -66,6 +66,7 @@ type Response struct {
 	Engines []EngineStatus         `json:"engines,omitempty"`
 	Result  *dataplane.GenResult   `json:"result,omitempty"`
 	Target  *dataplane.TargetStats `json:"target,omitempty"`
+	Expose  *Exposed               `json:"expose,omitempty"` // expose.go
 }
 
 // EngineStatus describes one engine.
@@ -128,6 +129,8 @@ func (d *Daemon) serveConn(ctx context.Context, c net.Conn) {
 
 func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error {
 	switch req.Op {
+	case "expose":
+		return d.expose(ctx, resp)
 	case "status":
 		for _, en := range d.engines {
 			st := EngineStatus{Iface: en.iface, Local: en.local.String(), Link: en.link.Info(),

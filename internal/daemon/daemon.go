@@ -169,6 +169,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		}
 		links = []dataplane.Link{&whyLink{Link: ul, why: why}}
 	}
+	links = faultLinks(links) // tests only (expose.go)
 	var ens []*engine
 	fail := func(err error) ([]*engine, error) {
 		if fi != nil {
@@ -280,6 +281,7 @@ type genDriver struct {
 	ep     *transport.Endpoint
 	target *dataplane.Target
 	writer *dataplane.Writer
+	expose *exposer // set by the expose op (expose.go)
 }
 
 func newGenDriver(ep *transport.Endpoint) *genDriver {
@@ -304,6 +306,9 @@ func (g *genDriver) Completion(e *dataplane.Engine, now transport.Time, c transp
 	}
 	if g.target != nil {
 		g.target.Completion(e, now, c)
+	}
+	if g.expose != nil {
+		g.expose.completion(c)
 	}
 }
 
