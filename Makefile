@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
-RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/...
+RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./compliance/...
 
 .PHONY: test lint unit race fuzz bench generate
 
