@@ -61,9 +61,10 @@ type Conn struct {
 
 	// The target's data towards us (READ responses): what we received,
 	// for our acks.
-	cum   wire.PSN
-	got   map[wire.PSN]bool
-	paths map[uint16]*rxPath
+	cum    wire.PSN
+	got    map[wire.PSN]bool
+	paths  map[uint16]*rxPath
+	credit uint32 // Credit in our acks; 0: suiteRecvWindow
 }
 
 type rxPath struct {
@@ -361,6 +362,9 @@ func (c *Conn) ackPath(path uint16) {
 	}
 	h := wire.AckHeader{DstConn: c.Peer, CumPSN: c.cum, PathID: path, PathAckSeq: p.highest, EchoPSN: p.echoPSN,
 		EchoTimestamp: p.echo, Credit: suiteRecvWindow}
+	if c.credit != 0 {
+		h.Credit = c.credit
+	}
 	for i := uint32(0); i < wire.SackBits; i++ {
 		if p.seen[p.highest-i] {
 			h.Sack[i/8] |= 1 << (i % 8)

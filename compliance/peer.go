@@ -183,6 +183,33 @@ func (p *peer) send(b []byte, so sendOpts) error {
 	return err
 }
 
+// sendSegments sends b, a run of equal-size packets of seg bytes each, in
+// one call with UDP GSO (UDP_SEGMENT): the kernel cuts it into datagrams.
+// The flood case needs a send rate well above a target's reply limit,
+// which one syscall per datagram does not reach on a loaded machine.
+func (p *peer) sendSegments(b []byte, seg int, so sendOpts) error {
+	from := so.from
+	if !from.IsValid() {
+		from = p.opts.Local
+	}
+	port := so.sport
+	if port == 0 {
+		port = p.opts.Port
+	}
+	c, err := p.sender(txKey{local: from, port: port})
+	if err != nil {
+		return err
+	}
+	oob := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = uint16(seg)
+	oob = append(oob, tosCmsg(from.Is4(), ecnECT0)...)
+	_, _, err = c.WriteMsgUDPAddrPort(b, oob, netip.AddrPortFrom(p.opts.Target, p.opts.Port))
+	return err
+}
+
 // tosCmsg builds the control message that sets one packet's TOS.
 func tosCmsg(v4 bool, tos uint8) []byte {
 	b := make([]byte, unix.CmsgSpace(4))

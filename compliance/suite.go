@@ -38,6 +38,9 @@ type Options struct {
 	// DSCPData and DSCPControl are the target's configured classes
 	// (§2.4); -1 skips the check.
 	DSCPData, DSCPControl int
+	// ReplyRate is the target's limit on stateless replies per
+	// millisecond (§7.8; the reference default is 64); 0 skips the check.
+	ReplyRate int
 	// Run selects cases by id or clause prefix (empty: all).
 	Run []string
 	// Expected lists cases that are expected to fail, with the reason

@@ -40,6 +40,7 @@ func runCompliance(args []string, out io.Writer) error {
 	quiet := fs.Duration("quiet", 60*time.Millisecond, "how long to listen where nothing may come back")
 	dscpData := fs.Int("dscp-data", 26, "the target's data DSCP (-1: do not check)")
 	dscpControl := fs.Int("dscp-control", 48, "the target's control DSCP (-1: do not check)")
+	replyRate := fs.Int("reply-rate", 64, "the target's stateless reply limit per ms (§7.8; 0: do not check)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func runCompliance(args []string, out io.Writer) error {
 		return errors.New("compliance: give exactly one of -target ADDR and -spawn")
 	}
 	o := compliance.Options{Port: uint16(*port), Service: uint32(*service), Timeout: *timeout, Quiet: *quiet,
-		DSCPData: *dscpData, DSCPControl: *dscpControl}
+		DSCPData: *dscpData, DSCPControl: *dscpControl, ReplyRate: *replyRate}
 	if *run != "" {
 		o.Run = strings.Split(*run, ",")
 	}

@@ -1,0 +1,208 @@
+package compliance
+
+import (
+	"time"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// More receiver rules (§7.6 wrong addresses, §8.2 void packets, §9.1,
+// §9.4, §10.3) and the target as a sender: how it treats our acks and
+// NACKs of its READ responses (§5.1, §5.3, §6.1, §6.3).
+
+// readStart sends a one-packet READ and returns the first response
+// packet, not acknowledged.
+func (c *Conn) readStart(n uint32) wire.Data {
+	r := c.t.rw()
+	rd := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: n})[0]
+	c.sendPkt(rd, tx{path: 1})
+	return c.t.expect("READ_RESP", c.isData()).pkt.Data()
+}
+
+// sync makes sure the target has processed what the suite sent before:
+// a PROBE from the same source port is acknowledged at once (§4.4), and
+// packets of one 5-tuple stay in order. Data packets the target sent
+// before that (a retransmission already on its way when our ack or NACK
+// arrived) are set aside, so that a check afterwards sees only what the
+// target did after it heard us.
+func (c *Conn) sync() {
+	p := &pkt{h: wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq}}
+	c.sendPkt(p, tx{path: 15, sport: entropyBase})
+	c.ack(15, p.h.PathSeq)
+	for c.t.pull(time.Time{}) {
+	}
+	for _, r := range c.t.seen {
+		if c.isData()(r) {
+			r.used = true
+		}
+	}
+}
+
+func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte {
+	n := wire.NackHeader{DstConn: c.Peer, PSN: d.PSN(), PathID: d.PathID(), Reason: reason, PathSeq: d.PathSeq(),
+		CumPSN: c.cum, EchoTimestamp: d.Timestamp(), Info: info}
+	return wire.AppendNack(nil, &n)
+}
+
+var senderCases = []Case{
+	{ID: "ver-wrong-peer-silent", Clause: "3.5", Needs: NeedAlt | NeedMemory, Title: "a version-2 packet naming a connection but from another address draws nothing",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			b := c.mutate(c.validWrite(pattern(8, 110)), tx{path: 1}, func(b []byte) []byte { b[0] = 2; return b })
+			c.sendRaw(b, tx{path: 1, from: t.o.AltLocal})
+			t.none("answer to a version-2 packet from the wrong address", c.anyFor())
+		}},
+	{ID: "conn-reset-wrong-address", Clause: "7.6", Needs: NeedAlt, Title: "a RESET from another address than the peer's is ignored",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{from: t.o.AltLocal})
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			c.cumNow() // acked: the connection lives
+		}},
+	{ID: "conn-disconnect-wrong-address", Clause: "7.7", Needs: NeedAlt, Title: "a DISCONNECT from another address is answered but does not close the connection",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonClosed, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{from: t.o.AltLocal})
+			t.expectConn(c.ID, wire.OpDisconnectAck)
+			c.cumNow()
+		}},
+	{ID: "void-beyond-window", Clause: "8.2", Title: "a void packet beyond the window is refused with OUT_OF_WINDOW, not consumed",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			p := c.message(msg{op: wire.OpWrite, addr: 0x42, rkey: 0x77, data: pattern(16, 111)})[0]
+			v := void(p)
+			v.h.PSN = c.InitPSN + wire.PSN(c.accept.RecvWindow)
+			c.sendPkt(v, tx{path: 1})
+			checkNack(t, c.nack(v.h.PSN), wire.NackOutOfWindow)
+		}},
+	{ID: "void-duplicate", Clause: "8.2", Also: []string{"6.3"}, Needs: NeedMemory, Title: "a void packet for a PSN already placed is a duplicate: acked, the bytes stay",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r, addr := t.scratch(32)
+			data := pattern(32, 112)
+			p := c.message(msg{op: wire.OpWrite, addr: addr, rkey: r.RKey, data: data})[0]
+			c.sendPkt(p, tx{path: 1})
+			c.ack(1, p.h.PathSeq)
+			v := void(p)
+			c.sendPkt(v, tx{path: 2})
+			c.ack(2, v.h.PathSeq)
+			sameBytes(t, c.readBack(r, addr, 32), data, "memory after a void duplicate")
+		}},
+	{ID: "nack-message-complete", Clause: "9.1", Also: []string{"6.2"}, Needs: NeedMemory, Title: "a new PSN for a message already complete draws INVALID_REQUEST",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r, addr := t.scratch(16)
+			p := c.message(msg{op: wire.OpWrite, addr: addr, rkey: r.RKey, data: pattern(16, 113)})[0]
+			c.sendPkt(p, tx{path: 1})
+			c.ack(1, p.h.PathSeq)
+			again := *p
+			again.h.PSN = c.next
+			c.next++
+			c.sendPkt(&again, tx{path: 1})
+			checkNack(t, c.nack(again.h.PSN), wire.NackInvalidRequest)
+		}},
+	{ID: "send-too-long-completes-buffer", Clause: "9.4", Also: []string{"9.1"}, Needs: NeedEvents, Title: "a SEND longer than its buffer completes the buffer with a length error",
+		Run: func(t *T) {
+			m := t.mem()
+			if m.Recv.Count == 0 {
+				t.Skipf("no receive buffers")
+			}
+			c := t.connect(connOpts{})
+			ps := c.message(msg{op: wire.OpSend, data: pattern(m.Recv.Size+300, 114), chunk: 300})
+			c.sendPkt(ps[0], tx{path: 1})
+			checkNack(t, c.nack(ps[0].h.PSN), wire.NackInvalidRequest)
+			ev := c.eventually("the buffer's completion", func(ev []Event) bool { return len(ev) > 0 })
+			t.check(ev[0].Op == "recv" && ev[0].Status == "local_length", "completion %+v, want recv local_length", ev[0])
+		}},
+	{ID: "nack-read-range", Clause: "10.3", Needs: NeedMemory, Title: "a READ whose range ends past the region draws REMOTE_ACCESS and no response",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			p := c.message(msg{op: wire.OpReadReq, addr: r.Addr + uint64(r.Len) - 8, rkey: r.RKey, readLen: 16})[0]
+			c.sendPkt(p, tx{path: 1})
+			checkNack(t, c.nack(p.h.PSN), wire.NackRemoteAccess)
+			t.none("READ_RESP for a refused READ", c.isData())
+		}},
+	{ID: "sender-ack-malformed-ignored", Clause: "5.1", Needs: NeedMemory, Title: "an ack with SACK bit 0 clear (FIELD) is dropped: the response is resent",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			h := wire.AckHeader{DstConn: c.Peer, CumPSN: d.PSN() + 1, PathID: d.PathID(), PathAckSeq: d.PathSeq(), Credit: suiteRecvWindow}
+			b := wire.AppendAck(nil, &h) // SACK all clear
+			t.send(b, sendOpts{sport: entropyBase})
+			re := t.expect("the response resent despite the malformed ack", func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().PSN() == d.PSN()
+			}).pkt.Data()
+			c.record(re)
+			c.ackPath(re.PathID())
+		}},
+	{ID: "sender-nack-malformed-ignored", Clause: "6.1", Needs: NeedMemory, Title: "a NACK with a reserved byte set is dropped: no void packet follows",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			b := c.nackData(d, wire.NackInvalidRequest, 0)
+			b[15] = 1
+			wire.Seal(b)
+			t.send(b, sendOpts{sport: entropyBase})
+			t.none("void packet after a malformed NACK", func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().Flags()&wire.FlagVoid != 0
+			})
+			c.record(d)
+			c.ackPath(d.PathID())
+		}},
+	{ID: "sender-rnr-delay", Clause: "6.3", Needs: NeedMemory, Title: "after NACK RNR with Info 20000 us, the response is not resent before 20 ms, then resent with RETX",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			sent := time.Now()
+			t.send(c.nackData(d, wire.NackRNR, 20000), sendOpts{sport: entropyBase})
+			c.sync()
+			// The target counts the delay from when it got the NACK, which
+			// is after we sent it: an arrival earlier than 20 ms after the
+			// send is early whatever the machine's load.
+			re := t.expect("the response resent after the RNR delay", func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().PSN() == d.PSN()
+			})
+			t.check(!re.at.Before(sent.Add(20*time.Millisecond)), "resent %v after an RNR that asked for 20 ms", re.at.Sub(sent).Round(time.Microsecond))
+			t.Notef("resent %v after the RNR", re.at.Sub(sent).Round(time.Microsecond))
+			t.check(re.pkt.Data().Flags()&wire.FlagRetx != 0, "resend without RETX")
+			c.record(re.pkt.Data())
+			c.ackPath(re.pkt.Data().PathID())
+		}},
+	{ID: "sender-unsupported-version-fails", Clause: "6.3", Also: []string{"7.3"}, Needs: NeedMemory, Title: "NACK UNSUPPORTED_VERSION fails the connection at once: its id then draws RESET",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			n := wire.NackHeader{DstConn: c.Peer, PSN: 12345, Reason: wire.NackUnsupportedVersion, CumPSN: c.cum, Info: 1}
+			t.send(wire.AppendNack(nil, &n), sendOpts{sport: entropyBase})
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			peer := c.Peer
+			c.record(d)
+			c.ackPath(d.PathID())
+			checkReset(t, t.expect("RESET for the failed connection", isResetFor(peer)), peer)
+			c.Peer = 0
+		}},
+	{ID: "sender-credit", Clause: "5.3", Also: []string{"5.7"}, Needs: NeedMemory, Title: "a Credit of 2 in our acks keeps the responder within 2 unacknowledged PSNs",
+		Run: func(t *T) {
+			c := t.connect(connOpts{maxPayload: 256})
+			c.credit = 2
+			r := t.rw()
+			rd := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 64})[0]
+			c.sendPkt(rd, tx{path: 1})
+			c.readResponses(rd.h.MsgID, 64, true) // its ack carries Credit 2
+			rd = c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 8 * 256})[0]
+			c.sendPkt(rd, tx{path: 1})
+			una := c.cum
+			got := t.collect(t.o.Quiet*2, func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().Opcode() == wire.OpReadResp })
+			t.check(len(got) > 0, "no READ_RESP")
+			for _, g := range got {
+				d := g.pkt.Data()
+				t.check(int32(d.PSN()-una) < 2, "PSN %s sent with una %s and our Credit 2", hex32(uint32(d.PSN())), hex32(uint32(una)))
+				g.used = false
+			}
+			c.credit = 0
+			c.readResponses(rd.h.MsgID, 8*256, true)
+		}},
+}
