@@ -43,14 +43,13 @@ var connCases = []Case{
 			t.check(len(r.b) == 60, "CHALLENGE is %d bytes, want 60", len(r.b))
 			t.check(h.SrcConn() == 0, "CHALLENGE SrcConn %s, want 0", hex32(h.SrcConn()))
 			t.check(h.Service() == t.o.Service, "CHALLENGE Service %s, want the CONNECT's", hex32(h.Service()))
-			want := c.connectHeader(connOpts{}, [16]byte{})
-			_ = want
+			t.check(h.Flags() == 0, "CHALLENGE flags %#x", h.Flags())
 			zero := true
 			for _, b := range h.Cookie() {
 				zero = zero && b == 0
 			}
 			t.check(!zero, "CHALLENGE cookie is zero")
-			t.check(h.Timestamp() != 0, "CHALLENGE does not echo the CONNECT's Timestamp")
+			t.check(h.Timestamp() == c.connectTS, "CHALLENGE Timestamp %d, want the CONNECT's %d", h.Timestamp(), c.connectTS)
 		}},
 	{ID: "conn-accept", Clause: "7.3", Also: []string{"7.2", "7.1"}, Title: "CONNECT with the cookie draws an ACCEPT with valid parameters",
 		Run: func(t *T) {
@@ -62,6 +61,7 @@ var connCases = []Case{
 			t.check(a.MsgWindow >= 1 && a.MsgWindow <= 32768 && a.MsgWindow&(a.MsgWindow-1) == 0, "ACCEPT MsgWindow %d not a power of two in 1..32768", a.MsgWindow)
 			t.check(a.MaxPayload >= 256, "ACCEPT MaxPayload %d below 256", a.MaxPayload)
 			t.check(a.Timestamp != 0, "ACCEPT without the sender's clock in Timestamp")
+			t.check(a.Flags == 0, "ACCEPT flags %#x", a.Flags)
 			t.Notef("target: RecvWindow %d, MsgWindow %d, MaxPayload %d, Paths %d", a.RecvWindow, a.MsgWindow, a.MaxPayload, a.Paths)
 		}},
 	{ID: "conn-no-service", Clause: "7.5", Also: []string{"7.3"}, Title: "CONNECT for a service not served draws REJECT NO_SERVICE",
@@ -118,6 +118,19 @@ var connCases = []Case{
 				a.MsgWindow == c.accept.MsgWindow && a.MaxPayload == c.accept.MaxPayload,
 				"second ACCEPT differs: id %s psn %s, first id %s psn %s", hex32(a.SrcConn), hex32(uint32(a.InitialPSN)),
 				hex32(c.accept.SrcConn), hex32(uint32(c.accept.InitialPSN)))
+		}},
+	{ID: "conn-repeat-accept-after-data", Clause: "7.3", Also: []string{"7.1"}, Needs: NeedMemory, Title: "the repeated ACCEPT keeps the first InitialPSN even after the target sent data",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			rd := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 600})[0]
+			c.sendPkt(rd, tx{path: 1})
+			c.readResponses(rd.h.MsgID, 600, true)
+			c.sendConnect(connOpts{}, c.cookie)
+			var a wire.ConnHeader
+			a.Decode(t.expectConn(c.ID, wire.OpAccept).pkt.Conn())
+			t.check(a.InitialPSN == c.accept.InitialPSN && a.SrcConn == c.accept.SrcConn, "repeated ACCEPT: id %s InitialPSN %s, first %s %s",
+				hex32(a.SrcConn), hex32(uint32(a.InitialPSN)), hex32(c.accept.SrcConn), hex32(uint32(c.accept.InitialPSN)))
 		}},
 	{ID: "conn-invalid-params", Clause: "7.1", Title: "CONNECTs breaking §7.1 (DstConn set, SrcConn 0, window not a power of two, MaxPayload < 256) draw nothing",
 		Run: func(t *T) {

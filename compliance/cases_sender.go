@@ -45,6 +45,56 @@ func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte
 }
 
 var senderCases = []Case{
+	{ID: "ack-echo-highest-copy", Clause: "5.2", Also: []string{"4.2"}, Title: "a copy of the highest path sequence refreshes the echo fields",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			p := &pkt{h: wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq}}
+			c.sendPkt(p, tx{path: 5, seq: 20, seqOK: true})
+			c.ack(5, 20)
+			q := &pkt{h: wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq}}
+			c.sendPkt(q, tx{path: 5, seq: 20, seqOK: true})
+			a := c.ack(5, 20)
+			t.check(q.h.Timestamp != p.h.Timestamp && a.EchoTimestamp() == q.h.Timestamp, "EchoTimestamp %d after a copy of the highest, want the copy's %d (first %d)",
+				a.EchoTimestamp(), q.h.Timestamp, p.h.Timestamp)
+		}},
+	{ID: "seq-duplicate-in-window", Clause: "8.2", Also: []string{"5.5"}, Needs: NeedMemory, Title: "a duplicate of a PSN held beyond CumPSN is acked at once and changes nothing",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			ps := []*pkt{c.validWrite(pattern(8, 120)), c.validWrite(pattern(8, 121)), c.validWrite(pattern(8, 122))}
+			c.sendPkt(ps[2], tx{path: 1})
+			c.ack(1, ps[2].h.PathSeq)
+			ps[2].h.Flags = 0
+			c.sendPkt(ps[2], tx{path: 1})
+			a := c.ack(1, ps[2].h.PathSeq)
+			t.check(a.CumPSN() == ps[0].h.PSN, "CumPSN %s", hex32(uint32(a.CumPSN())))
+			c.sendPkt(ps[0], tx{path: 1})
+			c.sendPkt(ps[1], tx{path: 1})
+			a = c.ack(1, ps[1].h.PathSeq)
+			t.check(a.CumPSN() == ps[2].h.PSN+1, "CumPSN %s, want %s", hex32(uint32(a.CumPSN())), hex32(uint32(ps[2].h.PSN+1)))
+		}},
+	{ID: "read-duplicate-request", Clause: "8.2", Also: []string{"9.3"}, Needs: NeedMemory, Title: "a duplicate READ_REQ is not served twice",
+		Run: func(t *T) {
+			c := t.connect(connOpts{maxPayload: 256})
+			r := t.rw()
+			rd := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 3 * 256})[0]
+			c.sendPkt(rd, tx{path: 1})
+			c.readResponses(rd.h.MsgID, 3*256, true)
+			c.sendPkt(rd, tx{path: 2, flags: wire.FlagRetx})
+			c.ack(2, rd.h.PathSeq)
+			t.none("a second READ response (new PSNs) for a duplicate READ_REQ", func(r *rxPacket) bool {
+				return c.isData()(r) && int32(r.pkt.Data().PSN()-(c.accept.InitialPSN+3)) >= 0
+			})
+		}},
+	{ID: "place-mismatch-addr", Clause: "10.3", Also: []string{"4.1.2"}, Needs: NeedMemory, Title: "a later packet of a WRITE whose RemoteAddr differs from the first's draws REMOTE_ACCESS",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			ps := c.message(msg{op: wire.OpWrite, addr: r.Addr + 24000, rkey: r.RKey, data: pattern(600, 123), chunk: 300})
+			c.sendPkt(ps[0], tx{path: 1})
+			ps[1].h.RemoteAddr += 8
+			c.sendPkt(ps[1], tx{path: 1})
+			checkNack(t, c.nack(ps[1].h.PSN), wire.NackRemoteAccess)
+		}},
 	{ID: "ver-wrong-peer-silent", Clause: "3.5", Needs: NeedAlt | NeedMemory, Title: "a version-2 packet naming a connection but from another address draws nothing",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})

@@ -201,7 +201,7 @@ var seqCases = []Case{
 			t.check(re.Flags&(wire.FlagRetx|wire.FlagAckReq) == wire.FlagRetx|wire.FlagAckReq, "retransmission flags %#x, want RETX|ACK_REQ", re.Flags)
 			t.check(re.PathID != lost.PathID || int32(re.PathSeq-lost.PathSeq) > 0, "retransmission reused path sequence %d of path %d", re.PathSeq, re.PathID)
 		}},
-	{ID: "read-retransmit-timeout", Clause: "8.4", Also: []string{"3.3"}, Needs: NeedMemory, Title: "an unacknowledged response is resent after a timeout, with RETX",
+	{ID: "read-retransmit-timeout", Clause: "8.4", Also: []string{"3.3", "4.2"}, Needs: NeedMemory, Title: "an unacknowledged response is resent after a timeout, with RETX",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
 			r := t.rw()
@@ -214,6 +214,8 @@ var seqCases = []Case{
 			}).pkt.Data()
 			t.Notef("resent after %v", time.Since(start).Round(time.Microsecond))
 			t.check(re.Flags()&wire.FlagRetx != 0, "retransmission without RETX")
+			t.check(re.Timestamp() > first.Timestamp(), "retransmission Timestamp %d not after the first's %d (§4.2: a new one, monotonic)", re.Timestamp(), first.Timestamp())
+			c.record(first)
 			c.record(re)
 			c.ackPath(re.PathID())
 		}},

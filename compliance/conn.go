@@ -65,6 +65,9 @@ type Conn struct {
 	got    map[wire.PSN]bool
 	paths  map[uint16]*rxPath
 	credit uint32 // Credit in our acks; 0: suiteRecvWindow
+
+	connectTS uint64                 // Timestamp of our latest CONNECT
+	txs       map[[2]uint32]wire.PSN // the target's (PathID, PathSeq) seen, §8.1
 }
 
 type rxPath struct {
@@ -131,6 +134,7 @@ func (c *Conn) connectHeader(o connOpts, cookie [wire.CookieLen]byte) wire.ConnH
 
 func (c *Conn) sendConnect(o connOpts, cookie [wire.CookieLen]byte) {
 	h := c.connectHeader(o, cookie)
+	c.connectTS = h.Timestamp
 	c.t.send(wire.AppendConn(nil, &h), sendOpts{from: c.from})
 }
 
@@ -334,6 +338,15 @@ func (c *Conn) isData() func(*rxPacket) bool {
 // record notes a data packet of the target in our receive state (§5.2,
 // §8.2), as a receiver would.
 func (c *Conn) record(d wire.Data) {
+	// A path sequence is never reused, not even by a retransmission (§8.1).
+	if c.txs == nil {
+		c.txs = map[[2]uint32]wire.PSN{}
+	}
+	k := [2]uint32{uint32(d.PathID()), d.PathSeq()}
+	if psn, dup := c.txs[k]; dup {
+		c.t.Fatalf("the target reused path sequence %d of path %d (PSN %s, earlier %s)", d.PathSeq(), d.PathID(), hex32(uint32(d.PSN())), hex32(uint32(psn)))
+	}
+	c.txs[k] = d.PSN()
 	p := c.paths[d.PathID()]
 	s := d.PathSeq()
 	if p == nil {
