@@ -161,28 +161,27 @@ var ackCases = []Case{
 			r := t.expect("ack", c.isAckSeq(3, p.h.PathSeq))
 			t.check(r.from.Port() == sport, "ack from source port %d, want the data's entropy %d", r.from.Port(), sport)
 		}},
-	{ID: "ack-rate-hint", Clause: "5.1", Also: []string{"8.9.3"}, Level: Should, Title: "with two connections sending, any RateHint is at least 1 Mb/s and the same for both",
+	{ID: "ack-rate-hint", Clause: "5.1", Also: []string{"8.9.3"}, Level: Should, Title: "two equal senders at once get hints within a factor of two of each other",
 		Run: func(t *T) {
 			c1, c2 := t.connect(connOpts{}), t.connect(connOpts{})
-			var h1, h2 uint32
-			for i := 0; i < 40 && (h1 == 0 || h2 == 0); i++ {
-				for _, c := range []*Conn{c1, c2} {
-					p := c.validWrite(pattern(64, byte(i)))
-					c.sendPkt(p, tx{path: 1})
-					a := c.ack(1, p.h.PathSeq)
-					if c == c1 {
-						h1 = a.RateHint()
-					} else {
-						h2 = a.RateHint()
-					}
+			rounds, both := 0, 0
+			for i := 0; i < 40; i++ {
+				// Both connections busy in the same few microseconds: a
+				// receiver hints only while two or more are active (§8.9.3).
+				p1, p2 := c1.validWrite(pattern(256, byte(i))), c2.validWrite(pattern(256, byte(i)))
+				c1.sendPkt(p1, tx{path: 1})
+				c2.sendPkt(p2, tx{path: 1})
+				h1, h2 := c1.ack(1, p1.h.PathSeq).RateHint(), c2.ack(1, p2.h.PathSeq).RateHint()
+				rounds++
+				if h1 == 0 || h2 == 0 {
+					continue
 				}
+				both++
+				t.check(max(h1, h2) <= 2*min(h1, h2), "equal senders hinted %d and %d Mb/s in one round", h1, h2)
 			}
-			if h1 == 0 && h2 == 0 {
-				t.Skipf("the target sends no rate hints (allowed: 0 means no hint)")
+			if both == 0 {
+				t.Skipf("no round of %d drew hints for both connections (a target may not hint: 0 means no hint)", rounds)
 			}
-			t.Notef("hints %d and %d Mb/s", h1, h2)
-			t.check(h1 > 0 && h2 > 0, "only one of two equal senders got a hint: %d, %d", h1, h2)
-			lo, hi := min(h1, h2), max(h1, h2)
-			t.check(hi <= 2*lo, "equal senders hinted %d and %d Mb/s", h1, h2)
+			t.Notef("%d of %d rounds hinted both connections", both, rounds)
 		}},
 }

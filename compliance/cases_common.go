@@ -28,6 +28,16 @@ var commonCases = []Case{
 			t.send(wire.AppendConn(nil, &h), sendOpts{sport: 50998, noCheck: true})
 			t.expectConn(c.ID, wire.OpChallenge)
 		}},
+	{ID: "enc-ipv6-zero-checksum", Clause: "2.1", Level: Should, Title: "an IPv6 datagram with a zero UDP checksum is dropped",
+		Run: func(t *T) {
+			if t.o.Local.Is4() {
+				t.Skipf("IPv6 only")
+			}
+			c := &Conn{t: t, ID: rand32() | 1, InitPSN: 3}
+			h := c.connectHeader(connOpts{}, [16]byte{})
+			t.send(wire.AppendConn(nil, &h), sendOpts{sport: 50998, noCheck: true})
+			t.none("CHALLENGE to a CONNECT with a zero IPv6 UDP checksum", isConnTo(c.ID, wire.OpChallenge))
+		}},
 	{ID: "enc-ecn-capable", Clause: "2.4", Title: "the target's packets are sent ECN-capable, ECT(0)",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})

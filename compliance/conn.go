@@ -316,7 +316,7 @@ func (c *Conn) nack(psn wire.PSN) wire.Nack {
 // anyFor matches every packet addressed to this connection.
 func (c *Conn) anyFor() func(*rxPacket) bool {
 	return func(r *rxPacket) bool {
-		return r.err == nil && r.pkt.Prefix().DstConn() == c.ID
+		return r.err == nil && r.pkt.Prefix().DstConn() == c.ID && r.pkt.Prefix().Opcode() != wire.OpProbe
 	}
 }
 
@@ -328,10 +328,12 @@ func (c *Conn) cumPSN() wire.PSN {
 	return c.ack(spare, seq).CumPSN()
 }
 
-// isData matches the target's data packets (READ responses) to us.
+// isData matches the target's data packets (READ responses) to us. PROBEs
+// are not data: a sender probes paths it holds suspect on its own schedule
+// (§8.7.4), and the suite, which acks lazily in some cases, may draw them.
 func (c *Conn) isData() func(*rxPacket) bool {
 	return func(r *rxPacket) bool {
-		return r.err == nil && r.pkt.Class == wire.ClassData && r.pkt.Data().DstConn() == c.ID
+		return r.err == nil && r.pkt.Class == wire.ClassData && r.pkt.Data().DstConn() == c.ID && r.pkt.Data().Opcode() != wire.OpProbe
 	}
 }
 

@@ -155,7 +155,7 @@ type sendOpts struct {
 	sport   uint16     // UDP source port (the path entropy); 0: the suite's port
 	ce      bool       // mark CE instead of ECT(0)
 	from    netip.Addr // local address; zero: Options.Local
-	noCheck bool       // IPv4 only: send a zero UDP checksum (SO_NO_CHECK)
+	noCheck bool       // send a zero UDP checksum (SO_NO_CHECK, UDP_NO_CHECK6_TX)
 }
 
 // send sends b to the target's port.
@@ -247,7 +247,13 @@ func (p *peer) sender(k txKey) (*net.UDPConn, error) {
 		rc, err := c.SyscallConn()
 		if err == nil {
 			var serr error
-			err = rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1) })
+			err = rc.Control(func(fd uintptr) {
+				if k.local.Is4() {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+				} else {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_NO_CHECK6_TX, 1)
+				}
+			})
 			err = errors.Join(err, serr)
 		}
 		if err != nil {

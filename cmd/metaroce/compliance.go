@@ -32,6 +32,7 @@ func runCompliance(args []string, out io.Writer) error {
 	service := fs.Uint("service", 0, "service id to connect to when the target exposes no memory")
 	spawn := fs.Bool("spawn", false, "start metaroced in a network namespace and test it (root)")
 	backend := fs.String("backend", "udp", "-spawn: the daemon's backend (udp, afxdp)")
+	ipv6 := fs.Bool("ipv6", false, "-spawn: run over IPv6")
 	port := fs.Uint("port", 4792, "MetaRoCE UDP port of both ends")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	junit := fs.String("junit", "", "also write JUnit XML to `file`")
@@ -57,7 +58,7 @@ func runCompliance(args []string, out io.Writer) error {
 	var rep *compliance.Report
 	var err error
 	if *spawn {
-		rep, err = spawnAndRun(ctx, o, *backend)
+		rep, err = spawnAndRun(ctx, o, *backend, *ipv6)
 	} else {
 		rep, err = targetRun(ctx, o, *target, *local, *alt, *control)
 	}
@@ -128,7 +129,7 @@ func targetRun(ctx context.Context, o compliance.Options, target, local, alt, co
 // (this binary's hidden daemon command) in B, and runs the suite from A,
 // with a second address on A for the wrong-address cases. Everything is
 // removed afterwards, whatever happens.
-func spawnAndRun(ctx context.Context, o compliance.Options, backend string) (*compliance.Report, error) {
+func spawnAndRun(ctx context.Context, o compliance.Options, backend string, ipv6 bool) (*compliance.Report, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("compliance -spawn: needs root (network namespaces): run with sudo, or test a running target with -target")
 	}
@@ -139,6 +140,9 @@ func spawnAndRun(ctx context.Context, o compliance.Options, backend string) (*co
 	}
 	defer pair.Close()
 	altPrefix := netip.MustParsePrefix("10.99.0.3/24")
+	if ipv6 {
+		altPrefix = netip.MustParsePrefix("fd00:99::3/64")
+	}
 	if err := pair.A.Port.AddAddr(altPrefix); err != nil {
 		return nil, err
 	}
@@ -160,7 +164,11 @@ func spawnAndRun(ctx context.Context, o compliance.Options, backend string) (*co
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := pair.B.Command(dctx, self, "daemon", "-config", cfg)
+	dargs := []string{"daemon", "-config", cfg}
+	if ipv6 {
+		dargs = append(dargs, "-ipv6")
+	}
+	cmd := pair.B.Command(dctx, self, dargs...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -180,10 +188,13 @@ func spawnAndRun(ctx context.Context, o compliance.Options, backend string) (*co
 		return nil, err
 	}
 	o.Target, o.Local, o.AltLocal = pair.B.IPv4, pair.A.IPv4, altPrefix.Addr()
+	if ipv6 {
+		o.Target, o.Local = pair.B.IPv6, pair.A.IPv6
+	}
 	o.Listen = pair.A.ListenUDP
 	rep, err := compliance.Run(ctx, o)
 	if rep != nil {
-		rep.Target += " (metaroced, " + backend + " backend, spawned)"
+		rep.Target = netip.AddrPortFrom(o.Target, o.Port).String() + " (metaroced, " + backend + " backend, spawned)"
 	}
 	return rep, err
 }

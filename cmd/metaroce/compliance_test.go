@@ -17,11 +17,13 @@ func TestComplianceSpawn(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("compliance -spawn needs root (network namespaces)")
 	}
-	for _, backend := range []string{"udp", "afxdp"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, run := range []struct{ name, backend, family string }{
+		{"udp", "udp", "-ipv6=false"}, {"afxdp", "afxdp", "-ipv6=false"}, {"afxdp-ipv6", "afxdp", "-ipv6"},
+	} {
+		t.Run(run.name, func(t *testing.T) {
 			var out bytes.Buffer
 			junit := filepath.Join(t.TempDir(), "compliance.xml")
-			err := runCompliance([]string{"-spawn", "-backend", backend, "-json", "-junit", junit}, &out)
+			err := runCompliance([]string{"-spawn", "-backend", run.backend, run.family, "-json", "-junit", junit}, &out)
 			var rep struct {
 				Clauses  []map[string]any `json:"clauses"`
 				Cases    []map[string]any `json:"cases"`
@@ -44,8 +46,16 @@ func TestComplianceSpawn(t *testing.T) {
 			if rep.Passed == nil || rep.Failed == nil || rep.Skipped == nil || rep.Clauses == nil || rep.Failures == nil {
 				t.Fatalf("JSON lacks clauses, cases, passed, failed, skipped or failures:\n%s", out.String())
 			}
-			if len(rep.Cases) < 60 || *rep.Failed != 0 || *rep.Skipped != 0 {
-				t.Errorf("%d cases, %d failed, %d skipped", len(rep.Cases), *rep.Failed, *rep.Skipped)
+			if len(rep.Cases) < 60 || *rep.Failed != 0 {
+				t.Errorf("%d cases, %d failed", len(rep.Cases), *rep.Failed)
+			}
+			// The only skips are the other address family's cases, and the
+			// rate hint, which depends on two connections being active in
+			// the same 100 us (§8.9.3), which a loaded machine may not give.
+			for _, c := range rep.Cases {
+				if c["status"] == "skip" && c["reason"] != "IPv4 only" && c["reason"] != "IPv6 only" && c["id"] != "ack-rate-hint" {
+					t.Errorf("%s skipped: %v", c["id"], c["reason"])
+				}
 			}
 			b, err := os.ReadFile(junit)
 			if err != nil {
