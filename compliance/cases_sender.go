@@ -245,7 +245,7 @@ var senderCases = []Case{
 			rd = c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 8 * 256})[0]
 			c.sendPkt(rd, tx{path: 1})
 			una := c.cum
-			got := t.collect(t.o.Quiet*2, func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().Opcode() == wire.OpReadResp })
+			got := t.collect(t.o.Quiet, func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().Opcode() == wire.OpReadResp })
 			t.check(len(got) > 0, "no READ_RESP")
 			for _, g := range got {
 				d := g.pkt.Data()

@@ -163,7 +163,7 @@ var seqCases = []Case{
 			c.sendPkt(rd, tx{path: 1})
 			// No acks for a while: retransmissions may come, new PSNs past
 			// the window must not.
-			got := t.collect(t.o.Quiet*2, func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().Opcode() == wire.OpReadResp })
+			got := t.collect(t.o.Quiet, func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().Opcode() == wire.OpReadResp })
 			t.check(len(got) > 0, "no READ_RESP")
 			for _, g := range got {
 				d := g.pkt.Data()

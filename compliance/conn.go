@@ -410,6 +410,7 @@ func (c *Conn) serveRead(msgID uint32, want int, ackThem bool, drop func(wire.Da
 		if r == nil {
 			break
 		}
+		deadline = time.Now().Add(c.t.o.Timeout) // progress: wait on
 		d := r.pkt.Data()
 		if drop != nil && drop(d) {
 			continue

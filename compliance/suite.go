@@ -161,13 +161,13 @@ func (t *T) mem() *Memory {
 }
 
 // pull moves what the receive loop has queued into seen, waiting until
-// deadline for at least one packet when block is set.
+// deadline for at least one packet.
 func (t *T) pull(deadline time.Time) bool {
 	d := time.Until(deadline)
 	if d <= 0 {
 		select {
 		case r := <-t.p.in:
-			t.seen = append(t.seen, r)
+			t.take(r)
 			return true
 		default:
 			return false
@@ -177,17 +177,34 @@ func (t *T) pull(deadline time.Time) bool {
 	defer tm.Stop()
 	select {
 	case r := <-t.p.in:
-		t.seen = append(t.seen, r)
+		t.take(r)
 		for {
 			select {
 			case r := <-t.p.in:
-				t.seen = append(t.seen, r)
+				t.take(r)
 			default:
 				return true
 			}
 		}
 	case <-tm.C:
 		return false
+	}
+}
+
+// take files a received packet. A PROBE of one of the case's connections
+// is answered at once, as a receiver must (§4.4): a target that probes a
+// path it holds suspect (when a case holds back its acks) gets it back.
+func (t *T) take(r *rxPacket) {
+	t.seen = append(t.seen, r)
+	if r.err != nil || r.pkt.Class != wire.ClassData || r.pkt.Data().Opcode() != wire.OpProbe {
+		return
+	}
+	for _, c := range t.conns {
+		if c.ID == r.pkt.Data().DstConn() && c.Peer != 0 {
+			r.used = true
+			c.record(r.pkt.Data())
+			c.ackPath(r.pkt.Data().PathID())
+		}
 	}
 }
 
