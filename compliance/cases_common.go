@@ -28,6 +28,27 @@ var commonCases = []Case{
 			t.send(wire.AppendConn(nil, &h), sendOpts{sport: 50998, noCheck: true})
 			t.expectConn(c.ID, wire.OpChallenge)
 		}},
+	{ID: "enc-ipv4-fragments-dropped", Clause: "2.1", Needs: NeedMemory, Title: "an IPv4-fragmented MetaRoCE packet is dropped, never placed",
+		Run: func(t *T) {
+			if !t.o.Local.Is4() {
+				t.Skipf("IPv4 only")
+			}
+			c := t.connect(connOpts{})
+			r := t.rw()
+			addr := r.Addr + 48000
+			old := c.readBack(r, addr, 2000)
+			// 2000 bytes of payload do not fit a 1500-byte MTU: with DF
+			// clear the suite's kernel sends two fragments.
+			p := c.message(msg{op: wire.OpWrite, addr: addr, rkey: r.RKey, data: pattern(2000, 15), chunk: 2000})[0]
+			b := c.encode(p, tx{path: 1})
+			before := c.cumNow()
+			t.send(b, sendOpts{sport: 50996, frag: true})
+			t.none("ack of a fragmented packet", func(r *rxPacket) bool {
+				return c.anyFor()(r) && (r.pkt.Class != wire.ClassAck || r.pkt.Ack().PathID() == 1)
+			})
+			t.check(c.cumNow() == before, "a fragmented packet was consumed")
+			sameBytes(t, c.readBack(r, addr, 2000), old, "memory after a fragmented WRITE")
+		}},
 	{ID: "enc-ipv6-zero-checksum", Clause: "2.1", Level: Should, Title: "an IPv6 datagram with a zero UDP checksum is dropped",
 		Run: func(t *T) {
 			if t.o.Local.Is4() {

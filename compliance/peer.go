@@ -58,6 +58,7 @@ type txKey struct {
 	local netip.Addr
 	port  uint16
 	nock  bool
+	frag  bool
 }
 
 func newPeer(o *Options) (*peer, error) {
@@ -156,6 +157,7 @@ type sendOpts struct {
 	ce      bool       // mark CE instead of ECT(0)
 	from    netip.Addr // local address; zero: Options.Local
 	noCheck bool       // send a zero UDP checksum (SO_NO_CHECK, UDP_NO_CHECK6_TX)
+	frag    bool       // IPv4 only: DF clear, so the kernel fragments what exceeds the MTU
 }
 
 // send sends b to the target's port.
@@ -172,7 +174,7 @@ func (p *peer) send(b []byte, so sendOpts) error {
 	if port == 0 {
 		port = p.opts.Port
 	}
-	c, err := p.sender(txKey{local: from, port: port, nock: so.noCheck})
+	c, err := p.sender(txKey{local: from, port: port, nock: so.noCheck, frag: so.frag})
 	if err != nil {
 		return err
 	}
@@ -232,7 +234,7 @@ func (p *peer) sender(k txKey) (*net.UDPConn, error) {
 	}
 	// A second socket on the receive port would steal replies: packets
 	// from the suite's own port leave through the receive socket.
-	if k.port == p.opts.Port && !k.nock {
+	if k.port == p.opts.Port && !k.nock && !k.frag {
 		for i, c := range p.rx {
 			if (i == 0 && k.local == p.opts.Local) || (i == 1 && k.local == p.opts.AltLocal) {
 				return c, nil
@@ -253,6 +255,20 @@ func (p *peer) sender(k txKey) (*net.UDPConn, error) {
 				} else {
 					serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_NO_CHECK6_TX, 1)
 				}
+			})
+			err = errors.Join(err, serr)
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if k.frag {
+		rc, err := c.SyscallConn()
+		if err == nil {
+			var serr error
+			err = rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DONT)
 			})
 			err = errors.Join(err, serr)
 		}
