@@ -91,9 +91,6 @@ func (c *Conn) cumNow() wire.PSN { return c.cumPSN() }
 func (c *Conn) mustDrop(b []byte, x tx, what string) {
 	before := c.cumNow()
 	c.sendRaw(b, x)
-	// Any answer is wrong, except an ack that cannot be about this packet
-	// (another path's, or one reporting an earlier path sequence: a late
-	// coalesced ack of what the case sent before).
 	var seq uint32
 	if len(b) >= 20 {
 		seq = binary.BigEndian.Uint32(b[16:20])
@@ -102,14 +99,29 @@ func (c *Conn) mustDrop(b []byte, x tx, what string) {
 		if !c.anyFor()(r) {
 			return false
 		}
-		if r.pkt.Class == wire.ClassAck {
-			a := r.pkt.Ack()
-			return a.PathID() == x.path && int32(a.PathAckSeq()-seq) >= 0
-		}
-		return true
+		return c.answers(r, x.path, seq)
 	})
 	after := c.cumNow()
 	c.t.check(after == before, "%s was consumed: CumPSN moved from %s to %s", what, hex32(uint32(before)), hex32(uint32(after)))
+}
+
+// answers reports whether r could be the target's answer to a packet the
+// suite sent on path with path sequence seq: anything for the connection
+// but an ack that cannot be about it (another path's, or one reporting an
+// earlier path sequence: a late coalesced ack) and a retransmission of
+// the target's own earlier data (a READ response it resends).
+func (c *Conn) answers(r *rxPacket, path uint16, seq uint32) bool {
+	if !c.anyFor()(r) {
+		return false
+	}
+	switch r.pkt.Class {
+	case wire.ClassAck:
+		a := r.pkt.Ack()
+		return a.PathID() == path && int32(a.PathAckSeq()-seq) >= 0
+	case wire.ClassData:
+		return r.pkt.Data().Flags()&wire.FlagRetx == 0
+	}
+	return true
 }
 
 // validWrite is a one-packet WRITE with ACK_REQ at the next PSN, to a
