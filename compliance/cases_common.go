@@ -117,10 +117,8 @@ var commonCases = []Case{
 	{ID: "enc-max-payload", Clause: "2.5", Needs: NeedMemory, Title: "the target sends no more payload per packet than the smaller MaxPayload (ours: 256)",
 		Run: func(t *T) {
 			c := t.connect(connOpts{maxPayload: 256})
-			r, addr := t.scratch(256)
-			ps := c.message(msg{op: wire.OpReadReq, addr: addr, rkey: r.RKey, readLen: 1000})
-			_ = addr
-			ps[0].h.RemoteAddr = r.Addr
+			r := t.rw()
+			ps := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 1000})
 			c.sendAll(ps, 1)
 			_, hs := c.readResponses(ps[0].h.MsgID, 1000, true)
 			for _, h := range hs {

@@ -3,7 +3,6 @@ package compliance
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 
 	"github.com/metaroce/metaroce/wire"
 )
@@ -192,5 +191,3 @@ func sackBits(a wire.Ack, n uint32) string {
 }
 
 func dscpOf(tos uint8) int { return int(tos >> 2) }
-
-var _ = fmt.Sprint

@@ -152,7 +152,7 @@ func (t *T) must(err error) {
 	}
 }
 
-// Memory returns the target's memory or skips the case.
+// mem returns the target's memory or skips the case.
 func (t *T) mem() *Memory {
 	if t.o.Memory == nil {
 		t.Skipf("the target exposes no memory (docs/compliance.md)")
