@@ -43,6 +43,11 @@ var dataCases = []Case{
 		func(b []byte) { binary.BigEndian.PutUint16(b[36:], 15) }),
 	malformed("data-offset-past-msglen", "rule 2, LENGTH", "Offset + PayloadLen beyond MsgLen", wire.OpWrite,
 		func(b []byte) { binary.BigEndian.PutUint32(b[28:], 1) }),
+	malformed("data-offset-overflow", "rule 2, LENGTH", "Offset + PayloadLen past MsgLen only once computed without 32-bit overflow", wire.OpWrite,
+		func(b []byte) {
+			binary.BigEndian.PutUint32(b[28:], 0xfffffff8)
+			binary.BigEndian.PutUint32(b[32:], 0xffffffff)
+		}),
 	malformed("data-reserved-bytes", "rule 3, RESERVED", "nonzero bytes 38-39", wire.OpWrite,
 		func(b []byte) { b[39] = 1 }),
 	malformed("data-void-with-payload", "rule 4, FIELD", "VOID with a payload", wire.OpWrite,

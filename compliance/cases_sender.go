@@ -45,6 +45,51 @@ func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte
 }
 
 var senderCases = []Case{
+	{ID: "ack-ce-too-old", Clause: "5.4", Needs: NeedMemory, Title: "a CE-marked duplicate too old for the bitmap is still counted",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			p := c.validWrite(pattern(8, 140))
+			c.sendPkt(p, tx{path: 6, seq: 0, seqOK: true})
+			c.ack(6, 0)
+			c.sendPkt(&pkt{h: wire.DataHeader{Opcode: wire.OpProbe}}, tx{path: 6, seq: 400, seqOK: true})
+			c.ack(6, 400)
+			c.sendPkt(p, tx{path: 6, seq: 5, seqOK: true, ce: true}) // a duplicate, 395 behind
+			a := t.expect("ack of the duplicate", c.isAck(6)).pkt.Ack()
+			t.check(a.PathAckSeq() == 400 && a.CECount() == 1, "ack seq %d CECount %d, want 400 and 1", a.PathAckSeq(), a.CECount())
+		}},
+	{ID: "nack-source-port", Clause: "5.5", Also: []string{"2.3"}, Level: Should, Needs: NeedMemory, Title: "a NACK carries the source port of the latest packet recorded on its path, not the refused one's",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			p := c.validWrite(pattern(8, 141))
+			c.sendPkt(p, tx{path: 7, sport: 52001})
+			c.ack(7, p.h.PathSeq)
+			q := c.message(msg{op: wire.OpWrite, addr: 0x10, rkey: 0x0badc0de, data: pattern(8, 142)})[0]
+			c.sendPkt(q, tx{path: 7, sport: 52002})
+			r := t.expect("NACK", c.isNack(q.h.PSN))
+			t.check(r.from.Port() == 52001, "NACK from source port %d, want 52001 (the latest recorded on path 7)", r.from.Port())
+		}},
+	{ID: "nack-range-overflow", Clause: "10.3", Needs: NeedMemory, Title: "a WRITE whose RemoteAddr + MsgLen wraps past 2^64 draws REMOTE_ACCESS",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			p := c.message(msg{op: wire.OpWrite, addr: 0xffffffffffffff00, rkey: r.RKey, data: pattern(512, 143)})[0]
+			c.sendPkt(p, tx{path: 1})
+			checkNack(t, c.nack(p.h.PSN), wire.NackRemoteAccess)
+		}},
+	{ID: "sender-nack-not-outstanding", Clause: "6.3", Needs: NeedMemory, Title: "NACKs of a PSN already acknowledged, or never sent, are ignored: no void packet",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			c.record(d)
+			c.ackPath(d.PathID())
+			c.sync()
+			t.send(c.nackData(d, wire.NackInvalidRequest, 0), sendOpts{sport: entropyBase})
+			n := wire.NackHeader{DstConn: c.Peer, PSN: d.PSN() + 100, Reason: wire.NackRemoteAccess, CumPSN: c.cum}
+			t.send(wire.AppendNack(nil, &n), sendOpts{sport: entropyBase})
+			t.none("void packet after a NACK of nothing outstanding", func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().Flags()&wire.FlagVoid != 0
+			})
+		}},
 	{ID: "seq-window-cycles", Clause: "8.2", Also: []string{"5.3"}, Needs: NeedMemory, Title: "CumPSN runs past twice the receive window: arrival bits are cleared for reuse",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
