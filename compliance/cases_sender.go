@@ -45,6 +45,55 @@ func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte
 }
 
 var senderCases = []Case{
+	{ID: "conn-cookie-replay-after-close", Clause: "7.4", Also: []string{"7.3"}, Title: "a cookie replayed after its connection closed opens a new one, which a RESET ends",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			first := c.Peer
+			h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonClosed, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{})
+			t.expectConn(c.ID, wire.OpDisconnectAck)
+			c.sendConnect(connOpts{}, c.cookie)
+			var a wire.ConnHeader
+			a.Decode(t.expectConn(c.ID, wire.OpAccept).pkt.Conn())
+			t.Notef("first id %s, new id %s", hex32(first), hex32(a.SrcConn))
+			rs := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &rs), sendOpts{})
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			c.Peer = a.SrcConn
+			c.sendPkt(&pkt{h: wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq}}, tx{path: 1})
+			checkReset(t, t.expect("RESET: the replayed connection was ended", isResetFor(a.SrcConn)), a.SrcConn)
+			c.Peer = 0
+		}},
+	{ID: "conn-disconnect-wrong-srcconn", Clause: "7.7", Title: "a DISCONNECT naming our connection but another SrcConn is answered and closes nothing",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: c.Peer, SrcConn: c.ID ^ 0x40, Reason: wire.ReasonClosed, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{})
+			t.expectConn(c.ID^0x40, wire.OpDisconnectAck)
+			c.cumNow()
+		}},
+	{ID: "conn-reset-own-id", Clause: "7.6", Title: "a RESET whose DstConn is the connection's own id ends it",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{})
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			peer := c.Peer
+			c.sendPkt(&pkt{h: wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq}}, tx{path: 1})
+			checkReset(t, t.expect("RESET for the reset connection", isResetFor(peer)), peer)
+			c.Peer = 0
+		}},
+	{ID: "msg-slot-reuse", Clause: "9.1", Needs: NeedMemory, Title: "MsgID n + MsgWindow is accepted once message n is complete",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r, addr := t.scratch(32)
+			c.write(r, addr, pattern(16, 150))
+			mw := uint32(c.accept.MsgWindow)
+			p := c.message(msg{op: wire.OpWrite, addr: addr + 16, rkey: r.RKey, data: pattern(16, 151), msgID: mw, idSet: true})[0]
+			c.sendPkt(p, tx{path: 1})
+			a := c.ack(1, p.h.PathSeq)
+			t.check(a.CumPSN() == p.h.PSN+1, "MsgID %d refused after MsgID 0 completed: CumPSN %s", mw, hex32(uint32(a.CumPSN())))
+		}},
 	{ID: "ack-ce-too-old", Clause: "5.4", Needs: NeedMemory, Title: "a CE-marked duplicate too old for the bitmap is still counted",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
