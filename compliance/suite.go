@@ -492,7 +492,13 @@ func warmUp(o *Options, p *peer) error {
 			if err := p.send(wire.AppendConn(nil, &h), sendOpts{from: l}); err != nil {
 				return err
 			}
-			if t.wait(50*time.Millisecond, isConnTo(c.ID, wire.OpChallenge)) != nil {
+			r := t.wait(50*time.Millisecond, func(r *rxPacket) bool {
+				return isConnTo(c.ID, wire.OpChallenge)(r) || isConnTo(c.ID, wire.OpReject)(r)
+			})
+			if r != nil && r.pkt.Conn().Opcode() == wire.OpReject {
+				return fmt.Errorf("compliance: the target %v does not serve service %#x (REJECT reason %d)", o.Target, o.Service, r.pkt.Conn().Reason())
+			}
+			if r != nil {
 				break
 			}
 			if time.Now().After(deadline) {

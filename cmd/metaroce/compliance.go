@@ -42,8 +42,22 @@ func runCompliance(args []string, out io.Writer) error {
 	dscpData := fs.Int("dscp-data", 26, "the target's data DSCP (-1: do not check)")
 	dscpControl := fs.Int("dscp-control", 48, "the target's control DSCP (-1: do not check)")
 	replyRate := fs.Int("reply-rate", 64, "the target's stateless reply limit per ms (§7.8; 0: do not check)")
+	list := fs.Bool("list", false, "list the cases (id, clause, level, title) and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
+	}
+	if *list {
+		for _, c := range compliance.Cases {
+			lvl := "MUST"
+			if c.Level == compliance.Should {
+				lvl = "SHOULD"
+			}
+			fmt.Fprintf(out, "%-34s §%-7s %-6s %s\n", c.ID, c.Clause, lvl, c.Title)
+		}
+		return nil
 	}
 	if *spawn == (*target != "") {
 		return errors.New("compliance: give exactly one of -target ADDR and -spawn")
