@@ -45,6 +45,32 @@ func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte
 }
 
 var senderCases = []Case{
+	{ID: "msg-mismatch-stream-continues", Clause: "9.1", Also: []string{"4.1.2", "6.3"}, Needs: NeedEvents, Title: "a message refused for a mismatched MsgLen, then voided, does not hold up its stream",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			ps := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 50000, rkey: r.RKey, imm: 1, data: pattern(600, 160), chunk: 300})
+			c.sendPkt(ps[0], tx{path: 1})
+			ps[1].h.MsgLen = 700 // breaks §4.1.2: the receiver refuses it
+			c.sendPkt(ps[1], tx{path: 1})
+			checkNack(t, c.nack(ps[1].h.PSN), wire.NackInvalidRequest)
+			v := void(ps[1])
+			c.sendPkt(v, tx{path: 2})
+			a := c.ack(2, v.h.PathSeq)
+			t.check(a.CumPSN() == c.next, "void packet not consumed: CumPSN %s", hex32(uint32(a.CumPSN())))
+			s := c.message(msg{op: wire.OpSend, data: pattern(64, 161)})[0]
+			c.sendPkt(s, tx{path: 3})
+			c.ack(3, s.h.PathSeq)
+			c.eventually("the SEND after the refused message on its stream completes (§9.1: a failed message never holds up its stream)",
+				func(ev []Event) bool {
+					for _, e := range ev {
+						if e.Op == "recv" && e.Bytes == 64 {
+							return true
+						}
+					}
+					return false
+				})
+		}},
 	{ID: "conn-cookie-replay-after-close", Clause: "7.4", Also: []string{"7.3"}, Title: "a cookie replayed after its connection closed opens a new one, which a RESET ends",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
