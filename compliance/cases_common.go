@@ -2,20 +2,12 @@ package compliance
 
 import (
 	"encoding/binary"
-	"encoding/hex"
-	"strings"
 
 	"github.com/metaroce/metaroce/wire"
 )
 
 // Encapsulation (§2) and the common packet structure (§3): versions,
 // opcodes, flags, sizes, the CRC, the receive order, reserved fields.
-
-// vectorConnect is the `connect` vector of §12.3.1, byte for byte.
-const vectorConnect = `01 20 00 00 00 00 00 00  1c 2d 3e 4f 9e 37 79 b9
-00 00 00 01 00 00 04 00  05 68 01 00 00 00 00 10
-00 00 00 00 3b 9a ca 00  00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00  2e 3d 14 0c`
 
 var commonCases = []Case{
 	{ID: "enc-zero-udp-checksum", Clause: "2.1", Title: "an IPv4 datagram with a zero UDP checksum is accepted",
@@ -277,21 +269,5 @@ var commonCases = []Case{
 			wire.Seal(b)
 			t.send(b, sendOpts{sport: entropyBase})
 			t.none("RESET for a malformed packet", func(r *rxPacket) bool { return isResetFor(id)(r) || isResetFor(id+2)(r) })
-		}},
-	{ID: "vector-connect", Clause: "12.3.1", Title: "the connect vector of §12.3.1, sent verbatim, draws a CHALLENGE for its SrcConn",
-		Run: func(t *T) {
-			b, err := hex.DecodeString(strings.Join(strings.Fields(vectorConnect), ""))
-			t.must(err)
-			if t.o.Service != 1 {
-				// Service 1 may not be served: REJECT NO_SERVICE is the answer then.
-				t.send(b, sendOpts{})
-				r := t.expect("CHALLENGE or REJECT for 0x1c2d3e4f", func(r *rxPacket) bool {
-					return isConnTo(0x1c2d3e4f, wire.OpChallenge)(r) || isConnTo(0x1c2d3e4f, wire.OpReject)(r)
-				})
-				t.Notef("answered %v", r.pkt.Conn().Opcode())
-				return
-			}
-			t.send(b, sendOpts{})
-			t.expectConn(0x1c2d3e4f, wire.OpChallenge)
 		}},
 }

@@ -3,7 +3,7 @@ package compliance
 import "slices"
 
 // Cases is the whole suite, grouped by part of the spec.
-var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, seqCases, senderCases)
+var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, seqCases, senderCases, vectorCases())
 
 // ClauseTitles names the clauses of docs/spec.md that cases cite (the
 // spec-and-suite test checks them against the headings).
@@ -26,8 +26,8 @@ var ClauseTitles = map[string]string{
 	"9.1":   "Messages and streams", "9.2": "WRITE and WRITE_IMM", "9.3": "READ", "9.4": "SEND and receive buffers",
 	"9.5":  "Failure and flushing",
 	"10.2": "Access rights", "10.3": "Checks",
-	"12.3.1": "`connect`: CONNECT without a cookie",
-	"13":     "Security considerations (informative)",
+	"12.1": "Format",
+	"13":   "Security considerations (informative)",
 }
 
 // NotCoveredEntry is a normative clause the suite does not test, and why.
@@ -44,8 +44,6 @@ var NotCovered = []NotCoveredEntry{
 	{"8.3.3", "the loss timer fires on the target's own schedule for holes its path choice creates; from the wire it is indistinguishable from §8.4 without controlling which path the target sends on"},
 	{"8.6", "a statistical bound over many messages under random loss; transport/lossy_test.go checks it for the reference implementation"},
 	{"10.1", "needs two protection domains on the target (two services with regions); the expose op offers one. Unknown keys are covered under §10.3"},
-	{"12.1", "the format of the vector blocks: a property of the document, checked by wire/spec_test.go"},
 	{"12.2", "how the vectors are generated: a property of the repository"},
-	{"12.3.*", "encoding vectors: they bind encoders and parsers (wire/spec_test.go); only §12.3.1 is sent to the target verbatim, the others need a live connection's ids"},
 	{"12.4", "the cookie construction is the issuer's own (§7.4 allows any); its properties are covered under §7.4"},
 }

@@ -2,7 +2,9 @@ package compliance
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -79,4 +81,61 @@ func clauseHeading(line string) (id, title string, ok bool) {
 		}
 	}
 	return num, strings.TrimSpace(title), true
+}
+
+// Vector is one packet vector of the spec's §12.3: its name and bytes.
+type Vector struct {
+	Name string
+	Hex  []byte
+}
+
+// ParseVectors reads the ```vector blocks of a spec (§12.1): each block's
+// `name:` and the bytes of its `hex:` lines (a 4-digit offset, then bytes
+// in hex). A block whose hex does not parse, or whose offsets do not
+// count its bytes, is an error.
+func ParseVectors(r io.Reader) ([]Vector, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []Vector
+	var cur *Vector
+	line := 0
+	for sc.Scan() {
+		line++
+		s := sc.Text()
+		switch {
+		case s == "```vector":
+			out = append(out, Vector{})
+			cur = &out[len(out)-1]
+			continue
+		case strings.HasPrefix(s, "```"):
+			cur = nil
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(s, "name: "); ok {
+			cur.Name = strings.TrimSpace(name)
+		}
+		rest, ok := strings.CutPrefix(s, "hex: ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("line %d: hex line without an offset", line)
+		}
+		off, err := strconv.ParseUint(f[0], 16, 32)
+		if err != nil || int(off) != len(cur.Hex) {
+			return nil, fmt.Errorf("line %d: offset %q, have %d bytes", line, f[0], len(cur.Hex))
+		}
+		for _, b := range f[1:] {
+			v, err := strconv.ParseUint(b, 16, 8)
+			if err != nil || len(b) != 2 {
+				return nil, fmt.Errorf("line %d: byte %q", line, b)
+			}
+			cur.Hex = append(cur.Hex, byte(v))
+		}
+	}
+	return out, sc.Err()
 }
