@@ -190,9 +190,19 @@ var connCases = []Case{
 				}
 			}
 			burst := time.Since(start)
-			got := t.collect(t.o.Timeout, func(r *rxPacket) bool {
+			// Collect until the target falls silent, so that the next case
+			// does not find its reply queue still full of CHALLENGEs.
+			flood := func(r *rxPacket) bool {
 				return r.err == nil && r.pkt.Class == wire.ClassConn && ids[r.pkt.Conn().DstConn()]
-			})
+			}
+			got := t.collect(t.o.Timeout, flood)
+			for {
+				more := t.collect(t.o.Quiet, flood)
+				if len(more) == 0 {
+					break
+				}
+				got = append(got, more...)
+			}
 			per := map[uint32]int{}
 			for _, r := range got {
 				t.check(r.pkt.Conn().Opcode() == wire.OpChallenge, "flood drew %v", r.pkt.Conn().Opcode())

@@ -45,6 +45,24 @@ func (c *Conn) nackData(d wire.Data, reason wire.NackReason, info uint32) []byte
 }
 
 var senderCases = []Case{
+	{ID: "key-other-domain", Clause: "10.1", Also: []string{"10.3"}, Needs: NeedMemory, Title: "a key of another service's protection domain is not found: REMOTE_ACCESS",
+		Run: func(t *T) {
+			f, ok := t.mem().foreign()
+			if !ok {
+				t.Skipf("the target exposes no region of another protection domain")
+			}
+			c := t.connect(connOpts{})
+			p := c.message(msg{op: wire.OpWrite, addr: f.Addr, rkey: f.RKey, data: pattern(16, 170)})[0]
+			c.sendPkt(p, tx{path: 1})
+			checkNack(t, c.nack(p.h.PSN), wire.NackRemoteAccess)
+			// The same region through its own service: reachable, so the
+			// refusal above was the domain's doing.
+			d := t.connect(connOpts{service: f.Service})
+			q := d.message(msg{op: wire.OpWrite, addr: f.Addr, rkey: f.RKey, data: pattern(16, 171)})[0]
+			d.sendPkt(q, tx{path: 1})
+			a := d.ack(1, q.h.PathSeq)
+			t.check(a.CumPSN() == d.next, "WRITE through the region's own service refused")
+		}},
 	{ID: "msg-mismatch-stream-continues", Clause: "9.1", Also: []string{"4.1.2", "6.3"}, Needs: NeedEvents, Title: "a message refused for a mismatched MsgLen, then voided, does not hold up its stream",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})

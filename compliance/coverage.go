@@ -25,7 +25,7 @@ var ClauseTitles = map[string]string{
 	"8.9.3": "The receiver's rate hint",
 	"9.1":   "Messages and streams", "9.2": "WRITE and WRITE_IMM", "9.3": "READ", "9.4": "SEND and receive buffers",
 	"9.5":  "Failure and flushing",
-	"10.2": "Access rights", "10.3": "Checks",
+	"10.1": "Keys and protection domains", "10.2": "Access rights", "10.3": "Checks",
 	"12.1": "Format",
 	"13":   "Security considerations (informative)",
 }
@@ -43,7 +43,6 @@ var NotCovered = []NotCoveredEntry{
 	{"1.5", "terms: definitions only"},
 	{"8.3.3", "the loss timer fires on the target's own schedule for holes its path choice creates; from the wire it is indistinguishable from §8.4 without controlling which path the target sends on"},
 	{"8.6", "a statistical bound over many messages under random loss; transport/lossy_test.go checks it for the reference implementation"},
-	{"10.1", "needs two protection domains on the target (two services with regions); the expose op offers one. Unknown keys are covered under §10.3"},
 	{"12.2", "how the vectors are generated: a property of the repository"},
 	{"12.4", "the cookie construction is the issuer's own (§7.4 allows any); its properties are covered under §7.4"},
 }

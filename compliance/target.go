@@ -22,11 +22,15 @@ type Memory struct {
 
 // Region is a registered region as a peer addresses it (§10.1).
 type Region struct {
-	Name   string   `json:"name"`
-	Addr   uint64   `json:"addr"`
-	RKey   uint32   `json:"rkey"`
-	Len    int      `json:"len"`
-	Access []string `json:"access"` // "remote_read", "remote_write" (§10.2)
+	// Service, when set and not Memory.Service, says the region belongs
+	// to another protection domain (§10.1): the memory cases do not use it,
+	// the domain case checks that it cannot be reached.
+	Service uint32   `json:"service,omitempty"`
+	Name    string   `json:"name"`
+	Addr    uint64   `json:"addr"`
+	RKey    uint32   `json:"rkey"`
+	Len     int      `json:"len"`
+	Access  []string `json:"access"` // "remote_read", "remote_write" (§10.2)
 }
 
 func (r Region) has(right string) bool {
@@ -63,7 +67,23 @@ func (m *Memory) region(read, write bool) (Region, bool) {
 		return Region{}, false
 	}
 	for _, r := range m.Regions {
+		if r.Service != 0 && r.Service != m.Service {
+			continue
+		}
 		if r.has("remote_read") == read && r.has("remote_write") == write {
+			return r, true
+		}
+	}
+	return Region{}, false
+}
+
+// foreign returns a region of another protection domain, if exposed.
+func (m *Memory) foreign() (Region, bool) {
+	if m == nil {
+		return Region{}, false
+	}
+	for _, r := range m.Regions {
+		if r.Service != 0 && r.Service != m.Service {
 			return r, true
 		}
 	}

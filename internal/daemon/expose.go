@@ -27,7 +27,12 @@ import (
 // RNR) and the receive completions (immediate data, §4.3).
 
 // ComplianceService is the service id the expose op listens on ("cmpl").
-const ComplianceService = 0x636d706c
+// ComplianceOtherService ("cmpm") has a region of its own, so the suite can
+// check that a key of another protection domain is not found (§10.1).
+const (
+	ComplianceService      = 0x636d706c
+	ComplianceOtherService = 0x636d706d
+)
 
 // Layout of the exposed memory. The receive buffers are a slice of the
 // read-write region, so the suite can READ back what a SEND placed.
@@ -50,11 +55,15 @@ type Exposed struct {
 
 // ExposedRegion is one registered region as the peer addresses it.
 type ExposedRegion struct {
-	Name   string   `json:"name"`
-	Addr   uint64   `json:"addr"`
-	RKey   uint32   `json:"rkey"`
-	Len    int      `json:"len"`
-	Access []string `json:"access"` // "remote_read", "remote_write"
+	// Service is set on regions of another protection domain than the
+	// exposed service's (§10.1): a connection to Exposed.Service must
+	// not reach them.
+	Service uint32   `json:"service,omitempty"`
+	Name    string   `json:"name"`
+	Addr    uint64   `json:"addr"`
+	RKey    uint32   `json:"rkey"`
+	Len     int      `json:"len"`
+	Access  []string `json:"access"` // "remote_read", "remote_write"
 }
 
 // ExposedRecv describes the receive buffers posted on each connection:
@@ -103,6 +112,7 @@ type exposer struct {
 	info   Exposed // without Events
 	rw     []byte
 	mem    *transport.MemoryTable
+	other  *transport.MemoryTable // ComplianceOtherService's domain
 	mu     sync.Mutex
 	events []ExposedEvent
 }
@@ -127,6 +137,14 @@ func newExposer() *exposer {
 		"remote_read", "remote_write")
 	add("ro", 0x7c0100000000, ro, transport.AccessLocalWrite|transport.AccessRemoteRead, "remote_read")
 	add("wo", 0x7c0200000000, wo, transport.AccessLocalWrite|transport.AccessRemoteWrite, "remote_write")
+	// A region in another domain, with every right, so that only the
+	// domain can keep a connection to ComplianceService from it.
+	x.other = transport.NewMemoryTable()
+	key := randKey()
+	x.other.Add(&transport.Region{Key: key, Addr: 0x7c0300000000, Buf: make([]byte, exposeSmallLen),
+		Access: transport.AccessLocalWrite | transport.AccessRemoteRead | transport.AccessRemoteWrite})
+	x.info.Regions = append(x.info.Regions, ExposedRegion{Service: ComplianceOtherService, Name: "other-domain",
+		Addr: 0x7c0300000000, RKey: key, Len: exposeSmallLen, Access: []string{"remote_read", "remote_write"}})
 	x.info.Service = ComplianceService
 	x.info.Recv = ExposedRecv{Region: "rw", Addr: 0x7c0000000000 + exposeRecvOff, Count: exposeRecvCount, Size: exposeRecvSize}
 	x.mem = mem
@@ -181,6 +199,7 @@ func (d *Daemon) expose(ctx context.Context, resp *Response) error {
 			if en.driver.expose == nil {
 				en.driver.expose = x
 				en.ep.Listen(ComplianceService, x.mem)
+				en.ep.Listen(ComplianceOtherService, x.other)
 			}
 		}); err != nil {
 			return err

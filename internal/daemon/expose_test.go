@@ -24,7 +24,7 @@ func TestExposeOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := r1.Expose
-	if x == nil || x.Service != ComplianceService || len(x.Regions) != 3 || x.Recv.Count != exposeRecvCount {
+	if x == nil || x.Service != ComplianceService || len(x.Regions) != 4 || x.Recv.Count != exposeRecvCount {
 		t.Fatalf("expose answer %+v", x)
 	}
 	rights := map[string]int{}
@@ -34,7 +34,7 @@ func TestExposeOp(t *testing.T) {
 		}
 		rights[r.Name] = len(r.Access)
 	}
-	if rights["rw"] != 2 || rights["ro"] != 1 || rights["wo"] != 1 {
+	if rights["rw"] != 2 || rights["ro"] != 1 || rights["wo"] != 1 || rights["other-domain"] != 2 || x.Regions[3].Service != ComplianceOtherService {
 		t.Errorf("rights %v", rights)
 	}
 	if x.Recv.Addr < x.Regions[0].Addr || x.Recv.Addr+uint64(x.Recv.Count*x.Recv.Size) > x.Regions[0].Addr+uint64(x.Regions[0].Len) {
