@@ -3,7 +3,7 @@ package compliance
 import "slices"
 
 // Cases is the whole suite, grouped by part of the spec.
-var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, seqCases, senderCases, vectorCases())
+var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, seqCases, recvCases, senderCases, vectorCases())
 
 // ClauseTitles names the clauses of docs/spec.md that cases cite (the
 // spec-and-suite test checks them against the headings).

@@ -25,6 +25,7 @@ import (
 //	{"op":"arm", "gen":{...}}     make this daemon a generator target
 //	{"op":"write","gen":{...}}    run a writer to gen.peer and wait for it
 //	{"op":"target"}               the target's verification counts
+//	{"op":"expose"}               memory for the compliance suite (expose.go)
 
 // Request is a control request.
 type Request struct {
