@@ -4,8 +4,116 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
+	"time"
 )
+
+// Report is a run's outcome.
+type Report struct {
+	Target     string         `json:"target"`
+	Clauses    []ClauseResult `json:"clauses"`
+	Cases      []Result       `json:"cases"`
+	Passed     int            `json:"passed"`
+	Failed     int            `json:"failed"`
+	Skipped    int            `json:"skipped"`
+	Warned     int            `json:"warned"`
+	XFailed    int            `json:"xfailed"`
+	Failures   []Failure      `json:"failures"`
+	NotCovered []NotCoveredOn `json:"not_covered"`
+	Seconds    float64        `json:"seconds"`
+}
+
+// ClauseResult sums a clause's cases.
+type ClauseResult struct {
+	Clause  string `json:"clause"`
+	Title   string `json:"title"`
+	Cases   int    `json:"cases"`
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Skipped int    `json:"skipped"`
+	Warned  int    `json:"warned"`
+	XFailed int    `json:"xfailed"`
+	Status  string `json:"status"`
+}
+
+// Failure is a failed case: its clause and why.
+type Failure struct {
+	Case   string `json:"case"`
+	Clause string `json:"clause"`
+	Reason string `json:"reason"`
+}
+
+// NotCoveredOn is a normative clause without a case, and why.
+type NotCoveredOn struct {
+	Clause string `json:"clause"`
+	Reason string `json:"reason"`
+}
+
+func (r *Report) finish(d time.Duration) {
+	r.Seconds = d.Seconds()
+	by := map[string]*ClauseResult{}
+	for _, c := range r.Cases {
+		cr := by[c.Clause]
+		if cr == nil {
+			cr = &ClauseResult{Clause: c.Clause, Title: ClauseTitles[c.Clause]}
+			by[c.Clause] = cr
+		}
+		cr.Cases++
+		switch c.Status {
+		case StatusPass:
+			r.Passed++
+			cr.Passed++
+		case StatusFail:
+			r.Failed++
+			cr.Failed++
+			r.Failures = append(r.Failures, Failure{Case: c.ID, Clause: c.Clause, Reason: c.Reason})
+		case StatusSkip:
+			r.Skipped++
+			cr.Skipped++
+		case StatusWarn:
+			r.Warned++
+			cr.Warned++
+		case StatusXFail:
+			r.XFailed++
+			cr.XFailed++
+		}
+	}
+	for _, cr := range by {
+		switch {
+		case cr.Failed > 0:
+			cr.Status = StatusFail
+		case cr.Passed+cr.XFailed+cr.Warned == 0:
+			cr.Status = StatusSkip
+		case cr.Warned > 0:
+			cr.Status = StatusWarn
+		default:
+			cr.Status = StatusPass
+		}
+		r.Clauses = append(r.Clauses, *cr)
+	}
+	sort.Slice(r.Clauses, func(i, j int) bool { return clauseLess(r.Clauses[i].Clause, r.Clauses[j].Clause) })
+	for _, n := range NotCovered {
+		r.NotCovered = append(r.NotCovered, NotCoveredOn{Clause: n.Clause, Reason: n.Reason})
+	}
+	if r.Failures == nil {
+		r.Failures = []Failure{}
+	}
+}
+
+// clauseLess orders "2.10" after "2.9".
+func clauseLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		var x, y int
+		fmt.Sscan(as[i], &x)
+		fmt.Sscan(bs[i], &y)
+		if x != y {
+			return x < y
+		}
+	}
+	return len(as) < len(bs)
+}
 
 // WriteTable prints the clause-by-clause table, then each failure.
 func (r *Report) WriteTable(w io.Writer) {
