@@ -77,6 +77,9 @@ func runCompliance(args []string, out io.Writer) error {
 		rep, err = targetRun(ctx, o, *target, *local, *alt, *control)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("compliance: interrupted")
+		}
 		return err
 	}
 	if *asJSON {
