@@ -6,7 +6,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
-RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./telemetry/... ./control/... ./client/... ./examples/...
+RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./telemetry/... ./control/... ./client/... ./examples/... ./compliance/...
 
 # make install: the daemon, the metaroce tool, the systemd unit and the
 # example configuration (kept if one is there). PREFIX is where binaries

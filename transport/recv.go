@@ -308,6 +308,14 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 	} else {
 		if m.op != d.Opcode() || m.stream != d.Stream() || m.msgLen != d.MsgLen() ||
 			m.streamSeq != d.StreamSeq() {
+			// The message fails here (§9.1), as the sender's does on this
+			// NACK: it then takes effect, with no effect, so its stream
+			// goes on, and its remaining packets draw INVALID_REQUEST.
+			if !m.complete {
+				m.status = StatusRemoteInvalid
+				m.complete = true
+				c.recvMsgComplete(m)
+			}
 			return accRefused, wire.NackInvalidRequest
 		}
 		if m.complete {

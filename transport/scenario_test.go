@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -465,5 +466,37 @@ func TestTailLossProbe(t *testing.T) {
 	}
 	if p.a.EP.Stats().TailProbes == 0 || p.a.EP.Stats().Timeouts != 0 {
 		t.Errorf("tail probes %d, timeouts %d", p.a.EP.Stats().TailProbes, p.a.EP.Stats().Timeouts)
+	}
+}
+
+// TestMismatchedPacketFailsMessage (§4.1.2, §9.1): a packet whose MsgLen
+// differs from its message's first is refused with INVALID_REQUEST, and
+// the receiver's message fails with it, so the SEND behind it on the same
+// stream still takes effect (this was §14 K16: the stream stalled).
+func TestMismatchedPacketFailsMessage(t *testing.T) {
+	link := sim.DefaultLink
+	tampered := false
+	link.Drop = func(_ sim.Time, pkt []byte) bool {
+		p, err := wire.Parse(pkt)
+		if err != nil || tampered || p.Class != wire.ClassData || p.Data().Opcode() != wire.OpWriteImm || p.Data().Offset() == 0 {
+			return false
+		}
+		tampered = true
+		binary.BigEndian.PutUint32(pkt[32:], p.Data().MsgLen()+1) // MsgLen (§4.1)
+		wire.Seal(pkt)
+		return false
+	}
+	p := newPair(t, transport.Config{}, link, 1<<16)
+	p.connect()
+	p.cb.PostRecv(1, make([]byte, 100))
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: make([]byte, 3000), RemoteAddr: regionAddr, RKey: p.key, Imm: 7, HasImm: true})
+	p.ca.PostSend(&transport.WorkRequest{WRID: 2, Local: []byte("after")})
+	p.kick()
+	p.runUntil(time.Second, func() bool {
+		return count(p.cqB, transport.OpRecv, transport.StatusOK) == 1 && count(p.cqA, transport.OpSend, transport.StatusOK) == 1
+	})
+	if !tampered || count(p.cqA, transport.OpWrite, transport.StatusRemoteInvalid) != 1 ||
+		count(p.cqB, transport.OpRecvWriteImm, transport.StatusOK) != 0 || count(p.cqB, transport.OpRecv, transport.StatusOK) != 1 {
+		t.Fatalf("tampered %v; A %+v B %+v", tampered, p.cqA, p.cqB)
 	}
 }

@@ -20,6 +20,7 @@ commands:
   qps     the daemon's connections (queue pairs), busiest first
   paths   each connection's logical paths: state, RTT, marks, losses, repaths
   top     a live view of engines and connections, refreshed in place
+  compliance  the packet-level conformance suite against -target ADDR or a -spawned metaroced
 
 Run 'metaroce <command> -h' for a command's flags.
 `
@@ -45,6 +46,8 @@ func main() {
 		err = runPaths(os.Args[2:], os.Stdout)
 	case "top":
 		err = runTop(os.Args[2:], os.Stdout)
+	case "compliance":
+		err = runCompliance(os.Args[2:], os.Stdout)
 	case "daemon":
 		// metaroced itself, so the demo can start daemons from this binary.
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))

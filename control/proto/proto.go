@@ -38,9 +38,11 @@ import (
 // Version is the protocol version this package speaks.
 const Version = 1
 
-// MaxMessage bounds one message's JSON (64 KiB: status replies of a busy
-// daemon fit; a request never comes close).
-const MaxMessage = 64 << 10
+// MaxMessage bounds one message's JSON: 128 KiB, within the default
+// socket buffer (net.core.wmem_default, 208 KiB) that a SOCK_SEQPACKET
+// message must fit in. Status replies of a busy daemon fit; a request
+// never comes close; larger values are streamed in chunks (SendChunked).
+const MaxMessage = 128 << 10
 
 // MaxFDs bounds the descriptors passed with one message (a queue pair's
 // rings and doorbells are four).

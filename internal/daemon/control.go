@@ -29,6 +29,7 @@ import (
 //	{"op":"write","gen":{...}}    run a writer to gen.peer and wait for it
 //	{"op":"target"}               the target's verification counts
 //	{"op":"watch",...}            a stream of telemetry snapshots (telemetry.go)
+//	{"op":"expose"}               memory for the compliance suite (expose.go)
 
 // Request is a control request.
 type Request struct {
@@ -76,6 +77,7 @@ type Response struct {
 	Engines []EngineStatus         `json:"engines,omitempty"`
 	Result  *dataplane.GenResult   `json:"result,omitempty"`
 	Target  *dataplane.TargetStats `json:"target,omitempty"`
+	Expose  *Exposed               `json:"expose,omitempty"` // expose.go
 }
 
 // EngineStatus describes one engine.
@@ -166,6 +168,8 @@ func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, 
 
 func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error {
 	switch req.Op {
+	case "expose":
+		return d.expose(ctx, resp)
 	case "status":
 		for _, en := range d.engines {
 			st := EngineStatus{Iface: en.iface, Local: en.local.String(), Link: en.link.Info(),

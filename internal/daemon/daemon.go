@@ -217,6 +217,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		}
 		links = []dataplane.Link{&whyLink{Link: ul, why: why}}
 	}
+	links = faultLinks(links) // tests only (expose.go)
 	var ens []*engine
 	fail := func(err error) ([]*engine, error) {
 		if fi != nil {
@@ -343,6 +344,7 @@ type genDriver struct {
 	// lat is the completion latency of every writer run on this engine,
 	// kept across runs for telemetry.
 	lat transport.Histogram
+	expose *exposer // set by the expose op (expose.go)
 }
 
 func newGenDriver(ep *transport.Endpoint) *genDriver {
@@ -370,6 +372,9 @@ func (g *genDriver) Completion(e *dataplane.Engine, now transport.Time, c transp
 	}
 	if g.target != nil {
 		g.target.Completion(e, now, c)
+	}
+	if g.expose != nil {
+		g.expose.completion(c)
 	}
 }
 
