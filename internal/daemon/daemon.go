@@ -343,7 +343,7 @@ type genDriver struct {
 	writer *dataplane.Writer
 	// lat is the completion latency of every writer run on this engine,
 	// kept across runs for telemetry.
-	lat transport.Histogram
+	lat    transport.Histogram
 	expose *exposer // set by the expose op (expose.go)
 }
 
