@@ -150,11 +150,12 @@ func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, 
 		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)
 	}
 	resp := Response{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}
-	if (req.Op == "arm" || req.Op == "write") && !privileged(cred) {
-		// The generator sends traffic to any address and writes into
-		// the target's memory: for the operator, not for every
-		// application the socket's mode lets in.
-		return nil, proto.Errorf(proto.CodeDenied, "%s: only root or the daemon's user (uid %d) may drive the generator", req.Op, os.Getuid())
+	if (req.Op == "arm" || req.Op == "write" || req.Op == "expose") && !privileged(cred) {
+		// The generator sends traffic to any address, and it and the
+		// compliance memory (expose) open the daemon's memory to remote
+		// peers: for the operator, not for every application the
+		// socket's mode lets in.
+		return nil, proto.Errorf(proto.CodeDenied, "%s: only root or the daemon's user (uid %d) may use it", req.Op, os.Getuid())
 	}
 	if err := d.handle(ctx, &req, &resp); err != nil {
 		var pe *proto.Error

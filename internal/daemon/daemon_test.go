@@ -258,7 +258,7 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 func TestGeneratorNeedsPrivilege(t *testing.T) {
 	d := &Daemon{}
 	other := proto.Cred{UID: uint32(os.Getuid()) + 4242, GID: 4242}
-	for _, op := range []string{"arm", "write"} {
+	for _, op := range []string{"arm", "write", "expose"} {
 		_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
 		var pe *proto.Error
 		if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
