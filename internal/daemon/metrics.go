@@ -83,9 +83,17 @@ func (m *metricsServer) listen(addr string) error {
 	return nil
 }
 
+// close stops the server and waits (2 s at most) for scrapes in flight:
+// a scrape reads the AF_XDP sockets and the XDP program's maps, which the
+// daemon closes right after (the race detector caught a scrape reading a
+// socket's stats while Close wrote them).
 func (m *metricsServer) close() {
 	if m.srv != nil {
-		m.srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if m.srv.Shutdown(ctx) != nil {
+			m.srv.Close()
+		}
 		m.srv = nil
 	}
 }
