@@ -1,0 +1,648 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
+)
+
+// FabricConfig is a fabric scenario: a workload on a Clos fabric, with
+// optional background load and a fault at a given time.
+type FabricConfig struct {
+	Clos     ClosConfig
+	Workload string
+	// Size: bytes per message (permutation, incast), per peer
+	// (alltoall), or the buffer reduced (all-reduce).
+	Size int
+	// Fanin: incast senders (0: every other host).
+	Fanin int
+	// Background is the load each host's NIC carries besides the
+	// collective, as a fraction of its rate: BgSize-byte WRITEs to the
+	// host N/2 away (so they cross the bisection) at Poisson arrivals.
+	Background float64
+	BgSize     int
+	// Fault at FaultAt: "link-down" (a leaf uplink cable of plane 0),
+	// "spine-down" (a spine of plane 0; a super-spine with three tiers),
+	// "plane-down" (the last plane: needs Planes > 1), "degrade" (a leaf
+	// uplink cable: rate divided by FaultFactor, loss FaultLoss).
+	Fault       string
+	FaultAt     time.Duration
+	FaultFactor float64
+	FaultLoss   float64
+	Transport   transport.Config
+	Limit       time.Duration
+	// Bin is the goodput sampling interval.
+	Bin time.Duration
+}
+
+// FabricTransport is the transport configuration of the fabric
+// scenarios: the defaults, sized for a host with thousands of peers.
+// Per connection the defaults hold about a megabyte (a 512-packet send
+// window, 256 messages, 64 streams, 1024 path ids: docs/scale.md), which
+// at a thousand peers per host is a gigabyte; a collective keeps one or
+// two messages in flight per peer, so these windows lose nothing.
+var FabricTransport = transport.Config{
+	MTU:        4096, // RoCE's usual MTU in AI fabrics
+	SendWindow: 64,   // 2x a 100 Gb/s x ~10 us bandwidth-delay product at 4 KiB
+	RecvWindow: 128,  // twice the send window
+	MsgWindow:  8,
+	RecvQueue:  1, // WRITEs only: no receive buffers
+	MaxStreams: 2,
+	PathRing:   16, // SendWindow / Paths x 4, a power of two
+	// Every host connects to hundreds of peers at the job's start; the
+	// reply rate limit is for floods of strays, not for that.
+	ResetRate: 1 << 20,
+}
+
+// LinkUtil is one link's utilisation over the collective.
+type LinkUtil struct {
+	Name        string
+	Util        float64
+	Drops       uint64 // random loss and faults
+	QueueDrops  uint64
+	Marked      uint64
+	QueueP99    int
+	Fabric      bool // switch-to-switch (else a host link)
+	FaultTarget bool
+}
+
+// FabricResult is a fabric scenario's report.
+type FabricResult struct {
+	Scenario  string  `json:"scenario"`
+	Topology  string  `json:"topology"`
+	Transport string  `json:"transport"`
+	CC        string  `json:"cc"`
+	Seed      uint64  `json:"seed"`
+	Hosts     int     `json:"hosts"`
+	Planes    int     `json:"planes"`
+	Radix     int     `json:"radix"`
+	Switches  int     `json:"switches"`
+	Size      int     `json:"size"`
+	Loss      float64 `json:"loss"`
+
+	Connections       int   `json:"connections"`
+	Messages          int   `json:"messages"`
+	MessagesCompleted int   `json:"messages_completed"`
+	MessagesFailed    int   `json:"messages_failed"`
+	MessagesLost      int   `json:"messages_lost"`
+	BytesDelivered    int64 `json:"bytes_delivered"`
+
+	// CollectiveUs runs from the first post to the last arrival;
+	// IdealUs is the lower bound of idealNs; OverIdeal their ratio.
+	CollectiveUs float64 `json:"collective_us"`
+	IdealUs      float64 `json:"ideal_us"`
+	OverIdeal    float64 `json:"over_ideal"`
+	BaseRTTus    float64 `json:"base_rtt_us"`
+	SetupUs      float64 `json:"setup_us"`
+	FCTP50us     float64 `json:"fct_p50_us"`
+	FCTP99us     float64 `json:"fct_p99_us"`
+	FCTMaxUs     float64 `json:"fct_max_us"`
+	BgMessages   int     `json:"bg_messages,omitempty"`
+	BgFCTP50us   float64 `json:"bg_fct_p50_us,omitempty"`
+	BgFCTP99us   float64 `json:"bg_fct_p99_us,omitempty"`
+
+	// Utilisation of the switch-to-switch links over the collective.
+	LinkUtilP50 float64 `json:"link_util_p50"`
+	LinkUtilP90 float64 `json:"link_util_p90"`
+	LinkUtilP99 float64 `json:"link_util_p99"`
+	LinkUtilMax float64 `json:"link_util_max"`
+
+	PacketsSent       uint64  `json:"packets_sent"`
+	PacketsRetransmit uint64  `json:"packets_retransmitted"`
+	Timeouts          uint64  `json:"timeouts"`
+	PathsRetired      uint64  `json:"paths_retired"`
+	PathTimeouts      uint64  `json:"path_timeouts"`
+	ProbesSent        uint64  `json:"probes_sent"`
+	AcksSent          uint64  `json:"acks_sent"`
+	AckOverhead       float64 `json:"ack_overhead"`   // ack bytes / data bytes on the wire
+	ProbeOverhead     float64 `json:"probe_overhead"` // probe bytes / data bytes on the wire
+	WireDropped       uint64  `json:"wire_dropped"`   // random loss and faults
+	QueueDrops        uint64  `json:"queue_drops"`
+	Marked            uint64  `json:"ecn_marked"`
+
+	Fault             string  `json:"fault,omitempty"`
+	FaultAtUs         float64 `json:"fault_at_us,omitempty"`
+	GoodputBeforeGbps float64 `json:"goodput_before_gbps,omitempty"`
+	GoodputAfterGbps  float64 `json:"goodput_after_gbps,omitempty"`
+
+	SimTimeus float64 `json:"sim_time_us"`
+	Events    uint64  `json:"events"`
+	// Wall-clock figures (they differ run to run; everything else is
+	// the same for a seed).
+	WallS        float64 `json:"wall_s"`
+	EventsPerSec float64 `json:"events_per_s"`
+	HeapPerHost  float64 `json:"heap_bytes_per_host"`
+	Error        string  `json:"error,omitempty"`
+
+	// For the CSV files and plots.
+	FCTs          []float64  `json:"-"` // collective messages, us, sorted
+	GoodputSeries []float64  `json:"-"` // Gb/s per bin from the first post
+	BinUs         float64    `json:"-"`
+	Links         []LinkUtil `json:"-"`
+}
+
+func (c *FabricConfig) fill() {
+	d := ClosDefaults
+	cc := &c.Clos
+	if cc.Tiers == 0 {
+		cc.Tiers = d.Tiers
+	}
+	if cc.Planes == 0 {
+		cc.Planes = d.Planes
+	}
+	if cc.Oversub == 0 {
+		cc.Oversub = d.Oversub
+	}
+	if cc.HostBps == 0 {
+		cc.HostBps = d.HostBps
+	}
+	if cc.FabricBps == 0 {
+		cc.FabricBps = cc.HostBps
+	}
+	if cc.HostDelay == 0 {
+		cc.HostDelay = d.HostDelay
+	}
+	if cc.FabricDelay == 0 {
+		cc.FabricDelay = d.FabricDelay
+	}
+	if cc.QueueBytes == 0 {
+		cc.QueueBytes = d.QueueBytes
+	}
+	if cc.ECNBytes == 0 {
+		cc.ECNBytes = d.ECNBytes
+	}
+	if c.Size == 0 {
+		c.Size = 64 << 10
+	}
+	if c.BgSize == 0 {
+		c.BgSize = 64 << 10
+	}
+	if c.FaultFactor == 0 {
+		c.FaultFactor = 4
+	}
+	if c.Limit == 0 {
+		c.Limit = 5 * time.Second
+	}
+	if c.Bin == 0 {
+		c.Bin = 10 * time.Microsecond
+	}
+}
+
+// fabricRun is one run's state.
+type fabricRun struct {
+	cfg     FabricConfig
+	f       *Fabric
+	ms      []fmsg
+	conns   []map[int32]*transport.Conn // per host, by peer
+	backlog [][]int32                   // per host: messages the window refused, to retry
+	src     []byte
+	pending int // collective messages not yet arrived and acked
+	failed  error
+}
+
+const fabricKey = 0x5eed
+const fabricAddr = 0x7f0000000000
+
+// RunFabric runs a fabric scenario.
+func RunFabric(cfg FabricConfig) (*FabricResult, error) {
+	cfg.fill()
+	if cfg.Size < 1 || cfg.Background < 0 || cfg.Background >= 1 || cfg.Clos.Loss < 0 || cfg.Clos.Loss >= 1 {
+		return nil, errors.New("sim: fabric: size positive, background and loss in [0, 1)")
+	}
+	wall := time.Now()
+	tc := cfg.Transport
+	tc.Planes = max(tc.Planes, cfg.Clos.Planes)
+	if tc.Mode == transport.ModeRoCEv2 {
+		tc.Planes = 1 // one path: its plane is the one its hash picks
+	}
+	if tc.Congestion == "" {
+		tc.Congestion = DefaultCC(tc.Mode)
+	}
+	tc.LineRateBps = uint64(cfg.Clos.HostBps * float64(cfg.Clos.Planes))
+	if err := tc.Validate(); err != nil {
+		return nil, err
+	}
+	mss := tc.MaxPayload()
+	full := wire.DataLen + mss + wire.TrailerLen + WireOverhead
+	rtt := cfg.Clos.BaseRTT(full, wire.AckLen+wire.TrailerLen+WireOverhead)
+	tc.BaseRTT = transport.Duration(rtt)
+	var ms0 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	f, err := NewFabric(cfg.Clos, tc)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Clos = f.Cfg
+	ms, err := buildWorkload(cfg.Workload, cfg.Clos.Hosts, cfg.Size, cfg.Fanin, cfg.Clos.Seed)
+	if err != nil {
+		return nil, err
+	}
+	r := &fabricRun{cfg: cfg, f: f, ms: ms, pending: len(ms)}
+	res := &FabricResult{Scenario: cfg.Workload, Topology: fmt.Sprintf("clos%d", cfg.Clos.Tiers),
+		Transport: string(tc.Mode), CC: tc.Congestion, Seed: cfg.Clos.Seed, Hosts: cfg.Clos.Hosts,
+		Planes: cfg.Clos.Planes, Radix: cfg.Clos.Radix, Switches: len(f.Net.switches), Size: cfg.Size,
+		Loss: cfg.Clos.Loss, Messages: len(ms), BaseRTTus: float64(rtt) / 1e3, Fault: cfg.Fault}
+	bgPeer := func(i int) int { return (i + cfg.Clos.Hosts/2) % cfg.Clos.Hosts }
+	pairs := r.pairs(cfg.Background > 0, bgPeer)
+	res.Connections = len(pairs)
+	r.setup(pairs)
+
+	// Phase 1: connect every pair; phase 2 starts the workload.
+	n := f.Net
+	up := 0
+	var start Time
+	started := false
+	for i, h := range f.Hosts {
+		h.OnCompletion = func(now Time, c transport.Completion) { r.onCompletion(i, now, c, &up, &res.MessagesFailed) }
+	}
+	n.Run(Time(cfg.Limit), func() bool { return up == 2*len(pairs) || r.failed != nil })
+	if r.failed == nil && up < 2*len(pairs) {
+		r.failed = fmt.Errorf("%d of %d connection ends up at the limit", up, 2*len(pairs))
+	}
+	var ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	res.HeapPerHost = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(cfg.Clos.Hosts)
+	start = n.Now() + Time(time.Microsecond)
+	res.SetupUs = float64(start) / 1e3
+	carried0 := make([]uint64, len(f.FabricLinks)+len(f.HostLinks))
+	allLinks := append(append([]*Link{}, f.FabricLinks...), f.HostLinks...)
+	var series []float64
+	var lastPlaced uint64
+	placed := func() uint64 {
+		var b uint64
+		for _, h := range f.Hosts {
+			b += h.EP.Stats().BytesPlaced
+		}
+		return b
+	}
+	var sample func(now Time)
+	sample = func(now Time) {
+		p := placed()
+		series = append(series, float64(p-lastPlaced)*8/float64(cfg.Bin))
+		lastPlaced = p
+		if r.pending > 0 && r.failed == nil {
+			n.At(now+Time(cfg.Bin), sample)
+		}
+	}
+	n.At(start, func(now Time) {
+		started = true
+		for i, l := range allLinks {
+			carried0[i] = l.Stats.Carried - uint64(l.Backlog(now))
+		}
+		lastPlaced = placed()
+		n.At(now+Time(cfg.Bin), sample)
+		for i := range r.ms {
+			if !r.ms[i].blocked {
+				r.post(now, int32(i))
+			}
+		}
+		for _, h := range f.Hosts {
+			h.Kick()
+		}
+	})
+	if cfg.Background > 0 {
+		r.background(start, bgPeer)
+	}
+	target := r.faultTarget()
+	if cfg.Fault != "" {
+		if err := r.scheduleFault(start+Time(cfg.FaultAt), target); err != nil {
+			return nil, err
+		}
+		res.FaultAtUs = float64(cfg.FaultAt) / 1e3
+	}
+	if r.failed == nil {
+		n.Run(Time(cfg.Limit), func() bool { return started && r.pending == 0 || r.failed != nil })
+	}
+	end := n.Now()
+	r.report(res, start, end, series, allLinks, carried0, target)
+	res.IdealUs = idealNs(r.ms, cfg.Clos.Hosts, cfg.Clos.HostBps*float64(cfg.Clos.Planes)*float64(mss)/float64(full),
+		f.bisectionBps()*float64(mss)/float64(full), func(m *fmsg) Time {
+			// The first packet's latency; the rest pipeline behind it.
+			return f.latency(m.src, m.dst, min(full, int(m.size)+full-mss))
+		}) / 1e3
+	if res.IdealUs > 0 {
+		res.OverIdeal = res.CollectiveUs / res.IdealUs
+	}
+	res.SimTimeus = float64(end) / 1e3
+	res.Events = n.Events
+	res.WallS = time.Since(wall).Seconds()
+	if res.WallS > 0 {
+		res.EventsPerSec = float64(n.Events) / res.WallS
+	}
+	if r.failed != nil {
+		res.Error = r.failed.Error()
+	} else if res.MessagesLost > 0 {
+		res.Error = fmt.Sprintf("%d of %d messages not complete at the %v limit", res.MessagesLost, res.Messages, cfg.Limit)
+	}
+	return res, nil
+}
+
+// bisectionBps is the bandwidth, one way, between the hosts below N/2
+// and the rest: the smaller of their NICs and the leaves' uplinks.
+func (f *Fabric) bisectionBps() float64 {
+	c := &f.Cfg
+	half := float64(c.Hosts/2) * float64(c.Planes)
+	return min(half*c.HostBps, half/float64(f.H)*float64(f.U)*c.FabricBps)
+}
+
+// pairs lists the host pairs that need a connection (lower index first).
+func (r *fabricRun) pairs(bg bool, bgPeer func(int) int) [][2]int32 {
+	seen := map[[2]int32]bool{}
+	var out [][2]int32
+	addPair := func(a, b int32) {
+		if a > b {
+			a, b = b, a
+		}
+		if k := [2]int32{a, b}; a != b && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, m := range r.ms {
+		addPair(m.src, m.dst)
+	}
+	if bg {
+		for i := range r.f.Hosts {
+			addPair(int32(i), int32(bgPeer(i)))
+		}
+	}
+	return out
+}
+
+// setup gives every host one region (all writes to a host land in the
+// same bytes: the collective's data is not checked here, the transport's
+// own tests check placement) and connects each pair, lower index first.
+func (r *fabricRun) setup(pairs [][2]int32) {
+	hosts := r.f.Hosts
+	size := max(r.cfg.Size, r.cfg.BgSize)
+	r.src = make([]byte, size)
+	r.conns = make([]map[int32]*transport.Conn, len(hosts))
+	r.backlog = make([][]int32, len(hosts))
+	mems := make([]*transport.MemoryTable, len(hosts))
+	for i, h := range hosts {
+		r.conns[i] = map[int32]*transport.Conn{}
+		mems[i] = transport.NewMemoryTable()
+		mems[i].Add(&transport.Region{Key: fabricKey, Addr: fabricAddr, Buf: make([]byte, size),
+			Access: transport.AccessRemoteWrite})
+		h.EP.Listen(service, mems[i])
+	}
+	for _, p := range pairs {
+		a, b := hosts[p[0]], hosts[p[1]]
+		if _, err := a.EP.Connect(0, b.Addr, service, mems[p[0]]); err != nil {
+			r.fail(err)
+			return
+		}
+	}
+	for _, h := range hosts {
+		h.Kick()
+	}
+}
+
+func (r *fabricRun) fail(err error) {
+	if r.failed == nil {
+		r.failed = err
+	}
+}
+
+// hostIndex inverts hostAddr.
+func hostIndex(c *transport.Conn) int32 {
+	a := c.Peer().As4()
+	return int32(a[1])<<16 | int32(a[2])<<8 | int32(a[3])
+}
+
+func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up *int, failed *int) {
+	switch c.Op {
+	case transport.OpConnected:
+		r.conns[host][hostIndex(c.Conn)] = c.Conn
+		*up++
+	case transport.OpClosed:
+		r.fail(fmt.Errorf("host %d: connection to %v closed: %v", host, c.Conn.Peer(), c.Conn.Err))
+	case transport.OpWrite:
+		m := &r.ms[c.WRID]
+		m.done = now
+		if c.Status != transport.StatusOK {
+			*failed++
+			r.fail(fmt.Errorf("host %d: message %d: %v", host, c.WRID, c.Status))
+		} else {
+			m.ok = true
+			if !m.bg && m.arrived != 0 {
+				r.pending--
+			}
+		}
+		r.retry(host, now)
+	case transport.OpRecvWriteImm:
+		m := &r.ms[c.Imm]
+		m.arrived = now
+		if !m.bg && m.ok {
+			r.pending--
+		}
+		if m.next >= 0 {
+			r.post(now, m.next)
+		}
+	}
+}
+
+// post posts message i, or queues it if its connection's window is full.
+func (r *fabricRun) post(now Time, i int32) {
+	m := &r.ms[i]
+	c := r.conns[m.src][m.dst]
+	if m.posted == 0 {
+		m.posted = now
+	}
+	err := c.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: r.src[:m.size], RemoteAddr: fabricAddr,
+		RKey: fabricKey, Imm: uint32(i), HasImm: true})
+	switch {
+	case err == transport.ErrQueueFull:
+		r.backlog[m.src] = append(r.backlog[m.src], i)
+	case err != nil:
+		r.fail(fmt.Errorf("host %d: post: %w", m.src, err))
+	default:
+		r.f.Hosts[m.src].Kick()
+	}
+}
+
+// retry posts what host's windows refused before, in order.
+func (r *fabricRun) retry(host int, now Time) {
+	q := r.backlog[host]
+	if len(q) == 0 {
+		return
+	}
+	r.backlog[host] = nil
+	for _, i := range q {
+		r.post(now, i) // re-queues itself if still refused
+	}
+}
+
+// background adds each host's Poisson stream of BgSize WRITEs towards
+// bgPeer, from start until the collective completes.
+func (r *fabricRun) background(start Time, bgPeer func(int) int) {
+	c := &r.cfg
+	mean := float64(c.BgSize*8) / (c.Background * c.Clos.HostBps * float64(c.Clos.Planes)) * 1e9
+	rng := rand.New(rand.NewPCG(c.Clos.Seed, 0xb9))
+	n := r.f.Net
+	for i := range r.f.Hosts {
+		var tick func(now Time)
+		tick = func(now Time) {
+			if r.pending == 0 || r.failed != nil {
+				return
+			}
+			r.ms = append(r.ms, fmsg{src: int32(i), dst: int32(bgPeer(i)), size: int32(c.BgSize), next: -1, bg: true})
+			r.post(now, int32(len(r.ms)-1))
+			n.At(now+Time(rng.ExpFloat64()*mean)+1, tick)
+		}
+		n.At(start+Time(rng.ExpFloat64()*mean), tick)
+	}
+}
+
+// faultTarget is the cable a link fault hits: leaf 0's first uplink in
+// plane 0.
+func (r *fabricRun) faultTarget() *Link {
+	if ls := r.f.Leaves[0]; len(ls) > 0 && len(ls[0].Up) > 0 {
+		return ls[0].Up[0]
+	}
+	return nil
+}
+
+func (r *fabricRun) scheduleFault(at Time, target *Link) error {
+	f := r.f
+	var do func()
+	switch r.cfg.Fault {
+	case "link-down":
+		do = func() { f.LinkDown(target) }
+	case "spine-down":
+		s := f.Mids[0][0]
+		if f.Cfg.Tiers == 3 {
+			s = f.Tops[0][0]
+		}
+		do = func() { f.SwitchDown(s) }
+	case "plane-down":
+		if f.Cfg.Planes < 2 {
+			return errors.New("sim: plane-down needs -planes 2 or more")
+		}
+		do = func() { f.PlaneDown(f.Cfg.Planes - 1) }
+	case "degrade":
+		do = func() { f.Degrade(target, r.cfg.FaultFactor, r.cfg.FaultLoss) }
+	default:
+		return fmt.Errorf("sim: unknown fault %q (link-down, spine-down, plane-down, degrade)", r.cfg.Fault)
+	}
+	f.Net.At(at, func(Time) { do() })
+	return nil
+}
+
+// report fills res from the run.
+func (r *fabricRun) report(res *FabricResult, start, end Time, series []float64, links []*Link,
+	carried0 []uint64, target *Link) {
+	var fct, bg []float64
+	var last Time
+	for i := range r.ms {
+		m := &r.ms[i]
+		if m.bg {
+			if m.ok {
+				bg = append(bg, float64(m.done-m.posted)/1e3)
+			}
+			continue
+		}
+		switch {
+		case m.ok && m.arrived != 0:
+			res.MessagesCompleted++
+			res.BytesDelivered += int64(m.size)
+			fct = append(fct, float64(m.done-m.posted)/1e3)
+			last = max(last, m.arrived, m.done)
+		case m.done == 0:
+			res.MessagesLost++
+		}
+	}
+	slices.Sort(fct)
+	res.FCTs = fct
+	res.FCTP50us, res.FCTP99us = percentile(fct, 0.5), percentile(fct, 0.99)
+	if len(fct) > 0 {
+		res.FCTMaxUs = fct[len(fct)-1]
+	}
+	res.BgMessages = len(bg)
+	res.BgFCTP50us, res.BgFCTP99us = fctStats(bg)
+	if last > start {
+		res.CollectiveUs = float64(last-start) / 1e3
+	}
+	span := float64(max(last, end) - start)
+	nf := len(r.f.FabricLinks)
+	var utils []float64
+	for i, l := range links {
+		st := &l.Stats
+		res.WireDropped += st.Dropped
+		res.QueueDrops += st.QueueDrops
+		res.Marked += st.Marked
+		u := 0.0
+		if span > 0 && l.cfg.RateBps > 0 {
+			u = float64(st.Carried-uint64(l.Backlog(end))-carried0[i]) * 8 / l.cfg.RateBps / (span / 1e9)
+		}
+		res.Links = append(res.Links, LinkUtil{Name: r.f.linkName(i), Util: u, Drops: st.Dropped,
+			QueueDrops: st.QueueDrops, Marked: st.Marked, QueueP99: min(st.Queue.Quantile(0.99), st.MaxQueueBytes),
+			Fabric: i < nf, FaultTarget: l == target && r.cfg.Fault != ""})
+		if i < nf {
+			utils = append(utils, u)
+		}
+	}
+	slices.Sort(utils)
+	res.LinkUtilP50, res.LinkUtilP90 = percentile(utils, 0.5), percentile(utils, 0.9)
+	res.LinkUtilP99 = percentile(utils, 0.99)
+	if len(utils) > 0 {
+		res.LinkUtilMax = utils[len(utils)-1]
+	}
+	var dataWire float64
+	for _, h := range r.f.Hosts {
+		st := h.EP.Stats()
+		res.PacketsSent += st.DataSent
+		res.PacketsRetransmit += st.DataRetransmitted
+		res.Timeouts += st.Timeouts
+		res.PathsRetired += st.PathsRetired
+		res.PathTimeouts += st.PathTimeouts
+		res.ProbesSent += st.ProbesSent
+		res.AcksSent += st.AcksSent
+	}
+	// Data packets are full but for each message's last one; the
+	// overheads are per byte of data on the wire.
+	dataWire = float64(res.PacketsSent)*float64(wire.DataLen+wire.TrailerLen+WireOverhead) + float64(res.BytesDelivered)
+	if dataWire > 0 {
+		res.AckOverhead = float64(res.AcksSent) * float64(wire.AckLen+wire.TrailerLen+WireOverhead) / dataWire
+		res.ProbeOverhead = float64(res.ProbesSent) * float64(wire.DataLen+wire.TrailerLen+WireOverhead) / dataWire
+	}
+	bin := float64(r.cfg.Bin)
+	res.BinUs = bin / 1e3
+	if k := int(float64(last-start)/bin) + 1; k < len(series) {
+		series = series[:k]
+	}
+	res.GoodputSeries = series
+	if r.cfg.Fault != "" {
+		fb := int(float64(r.cfg.FaultAt) / bin)
+		mean := func(lo, hi int) float64 {
+			lo, hi = max(lo, 0), min(hi, len(series))
+			if hi <= lo {
+				return 0
+			}
+			t := 0.0
+			for _, v := range series[lo:hi] {
+				t += v
+			}
+			return t / float64(hi-lo)
+		}
+		res.GoodputBeforeGbps = mean(fb/2, fb)
+		res.GoodputAfterGbps = mean(fb+1, len(series)-1)
+	}
+}
+
+// linkName names link i of FabricLinks followed by HostLinks.
+func (f *Fabric) linkName(i int) string {
+	if i < len(f.FabricLinks) {
+		return f.FabricLinks[i].name
+	}
+	i -= len(f.FabricLinks)
+	return f.HostLinks[i].name
+}
