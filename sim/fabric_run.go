@@ -22,6 +22,15 @@ type FabricConfig struct {
 	Size int
 	// Fanin: incast senders (0: every other host).
 	Fanin int
+	// Window, for alltoall: each host has at most Window writes in
+	// flight, to peers i+1, i+2, ... in turn, as a collective library
+	// paces a large all-to-all; 0: every write posted at once.
+	Window int
+	// Lazy, with Window: connect to each peer when its turn comes (one
+	// connection per direction) and close the connection when the write
+	// completes, so a host holds about 2 x Window connections instead of
+	// a full mesh (docs/scale.md).
+	Lazy bool
 	// Background is the load each host's NIC carries besides the
 	// collective, as a fraction of its rate: BgSize-byte WRITEs to the
 	// host N/2 away (so they cross the bisection) at Poisson arrivals.
@@ -53,6 +62,10 @@ var FabricTransport = transport.Config{
 	RecvWindow: 128,  // twice the send window
 	MsgWindow:  8,
 	RecvQueue:  1, // WRITEs only: no receive buffers
+	// 50 us, five unloaded round trips: the default 200 us floor is
+	// for software timestamps (docs/spec.md §8.9.4); a fabric measured
+	// like a NIC measures needs less, and both modes get the same.
+	MinRTO:     50 * time.Microsecond,
 	MaxStreams: 2,
 	PathRing:   16, // SendWindow / Paths x 4, a power of two
 	// Every host connects to hundreds of peers at the job's start; the
@@ -92,6 +105,7 @@ type FabricResult struct {
 	MessagesFailed    int   `json:"messages_failed"`
 	MessagesLost      int   `json:"messages_lost"`
 	BytesDelivered    int64 `json:"bytes_delivered"`
+	DuplicateArrivals int   `json:"duplicate_arrivals"`
 
 	// CollectiveUs runs from the first post to the last arrival;
 	// IdealUs is the lower bound of idealNs; OverIdeal their ratio.
@@ -102,6 +116,7 @@ type FabricResult struct {
 	SetupUs      float64 `json:"setup_us"`
 	FCTP50us     float64 `json:"fct_p50_us"`
 	FCTP99us     float64 `json:"fct_p99_us"`
+	FCTP999us    float64 `json:"fct_p999_us"`
 	FCTMaxUs     float64 `json:"fct_max_us"`
 	BgMessages   int     `json:"bg_messages,omitempty"`
 	BgFCTP50us   float64 `json:"bg_fct_p50_us,omitempty"`
@@ -203,7 +218,16 @@ type fabricRun struct {
 	backlog [][]int32                   // per host: messages the window refused, to retry
 	src     []byte
 	pending int // collective messages not yet arrived and acked
-	failed  error
+	// dupArrivals counts messages whose arrival was reported twice.
+	dupArrivals int
+	// Windowed all-to-all: the connection of each message, and each
+	// host's next peer (message q of host i is ms[q·N+i]).
+	windowed bool
+	lazy     bool
+	wconn    []*transport.Conn
+	cursor   []int
+	mems     []*transport.MemoryTable
+	failed   error
 }
 
 const fabricKey = 0x5eed
@@ -225,6 +249,11 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 		tc.Congestion = DefaultCC(tc.Mode)
 	}
 	tc.LineRateBps = uint64(cfg.Clos.HostBps * float64(cfg.Clos.Planes))
+	if tc.MaxPathID == 0 {
+		// Path ids are 0..Paths-1 (a repath keeps the id): the default
+		// 1024 costs 10 KiB per connection for nothing.
+		tc.MaxPathID = max(tc.Paths, transport.Defaults.Paths)
+	}
 	if err := tc.Validate(); err != nil {
 		return nil, err
 	}
@@ -250,8 +279,13 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 		Planes: cfg.Clos.Planes, Radix: cfg.Clos.Radix, Switches: len(f.Net.switches), Size: cfg.Size,
 		Loss: cfg.Clos.Loss, Messages: len(ms), BaseRTTus: float64(rtt) / 1e3, Fault: cfg.Fault}
 	bgPeer := func(i int) int { return (i + cfg.Clos.Hosts/2) % cfg.Clos.Hosts }
+	r.windowed = cfg.Window > 0 && cfg.Workload == WorkAllToAll
+	r.lazy = r.windowed && cfg.Lazy
 	pairs := r.pairs(cfg.Background > 0, bgPeer)
 	res.Connections = len(pairs)
+	if r.lazy {
+		res.Connections += len(ms) // one per message, opened in turn
+	}
 	r.setup(pairs)
 
 	// Phase 1: connect every pair; phase 2 starts the workload.
@@ -299,9 +333,18 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 		}
 		lastPlaced = placed()
 		n.At(now+Time(cfg.Bin), sample)
-		for i := range r.ms {
-			if !r.ms[i].blocked {
-				r.post(now, int32(i))
+		if r.windowed {
+			r.cursor = make([]int, len(f.Hosts))
+			for i := range f.Hosts {
+				for range cfg.Window {
+					r.openNext(now, i)
+				}
+			}
+		} else {
+			for i := range r.ms {
+				if !r.ms[i].blocked {
+					r.post(now, int32(i))
+				}
 			}
 		}
 		for _, h := range f.Hosts {
@@ -339,8 +382,12 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 	}
 	if r.failed != nil {
 		res.Error = r.failed.Error()
-	} else if res.MessagesLost > 0 {
+	} else if res.MessagesLost > 0 && end >= Time(cfg.Limit) {
 		res.Error = fmt.Sprintf("%d of %d messages not complete at the %v limit", res.MessagesLost, res.Messages, cfg.Limit)
+	} else if res.MessagesLost > 0 {
+		// Nothing left to do and no timer armed: a connection stalled.
+		res.Error = fmt.Sprintf("%d of %d messages never completed: the fabric went idle at %.0f us with no timer armed",
+			res.MessagesLost, res.Messages, float64(end)/1e3)
 	}
 	return res, nil
 }
@@ -367,7 +414,9 @@ func (r *fabricRun) pairs(bg bool, bgPeer func(int) int) [][2]int32 {
 		}
 	}
 	for _, m := range r.ms {
-		addPair(m.src, m.dst)
+		if !r.lazy {
+			addPair(m.src, m.dst)
+		}
 	}
 	if bg {
 		for i := range r.f.Hosts {
@@ -387,6 +436,10 @@ func (r *fabricRun) setup(pairs [][2]int32) {
 	r.conns = make([]map[int32]*transport.Conn, len(hosts))
 	r.backlog = make([][]int32, len(hosts))
 	mems := make([]*transport.MemoryTable, len(hosts))
+	r.mems = mems
+	if r.lazy {
+		r.wconn = make([]*transport.Conn, len(r.ms))
+	}
 	for i, h := range hosts {
 		r.conns[i] = map[int32]*transport.Conn{}
 		mems[i] = transport.NewMemoryTable()
@@ -421,9 +474,22 @@ func hostIndex(c *transport.Conn) int32 {
 func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up *int, failed *int) {
 	switch c.Op {
 	case transport.OpConnected:
-		r.conns[host][hostIndex(c.Conn)] = c.Conn
+		if mi, ok := c.Conn.Context.(int32); ok {
+			r.post(now, mi) // a windowed all-to-all's connection for message mi
+			return
+		}
+		if !r.lazy || r.conns[host][hostIndex(c.Conn)] == nil {
+			r.conns[host][hostIndex(c.Conn)] = c.Conn
+		}
 		*up++
 	case transport.OpClosed:
+		if r.lazy {
+			// Closed after its write (either end), or failed: a failed
+			// write reports itself.
+			if mi, ok := c.Conn.Context.(int32); !ok || r.ms[mi].ok {
+				return
+			}
+		}
 		r.fail(fmt.Errorf("host %d: connection to %v closed: %v", host, c.Conn.Peer(), c.Conn.Err))
 	case transport.OpWrite:
 		m := &r.ms[c.WRID]
@@ -433,20 +499,37 @@ func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up 
 			r.fail(fmt.Errorf("host %d: message %d: %v", host, c.WRID, c.Status))
 		} else {
 			m.ok = true
-			if !m.bg && m.arrived != 0 {
-				r.pending--
+			r.settle(m)
+		}
+		if r.windowed && !m.bg {
+			if r.lazy {
+				c.Conn.Close(now)
 			}
+			r.openNext(now, host)
 		}
 		r.retry(host, now)
 	case transport.OpRecvWriteImm:
 		m := &r.ms[c.Imm]
-		m.arrived = now
-		if !m.bg && m.ok {
-			r.pending--
+		if m.arrived != 0 {
+			// The transport delivers a message once (§9): a second
+			// arrival would be a bug, and the run says so.
+			r.dupArrivals++
+			return
 		}
+		m.arrived = now
+		r.settle(m)
 		if m.next >= 0 {
 			r.post(now, m.next)
 		}
+	}
+}
+
+// settle counts a collective message done once it is both acked at its
+// sender and arrived at its receiver, whichever comes last.
+func (r *fabricRun) settle(m *fmsg) {
+	if !m.bg && !m.settled && m.ok && m.arrived != 0 {
+		m.settled = true
+		r.pending--
 	}
 }
 
@@ -454,6 +537,9 @@ func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up 
 func (r *fabricRun) post(now Time, i int32) {
 	m := &r.ms[i]
 	c := r.conns[m.src][m.dst]
+	if r.lazy && !m.bg {
+		c = r.wconn[i]
+	}
 	if m.posted == 0 {
 		m.posted = now
 	}
@@ -467,6 +553,32 @@ func (r *fabricRun) post(now Time, i int32) {
 	default:
 		r.f.Hosts[m.src].Kick()
 	}
+}
+
+// openNext starts host's next all-to-all write: posted at once on the
+// full mesh, or (lazy) once a connection for it is up.
+func (r *fabricRun) openNext(now Time, host int) {
+	hosts := len(r.f.Hosts)
+	q := r.cursor[host]
+	if q >= hosts-1 {
+		return
+	}
+	r.cursor[host]++
+	mi := int32(q*hosts + host)
+	if !r.lazy {
+		r.post(now, mi)
+		return
+	}
+	m := &r.ms[mi]
+	h := r.f.Hosts[host]
+	c, err := h.EP.Connect(now, r.f.Hosts[m.dst].Addr, service, r.mems[host])
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	c.Context = mi
+	r.wconn[mi] = c
+	h.Kick()
 }
 
 // retry posts what host's windows refused before, in order.
@@ -540,6 +652,7 @@ func (r *fabricRun) scheduleFault(at Time, target *Link) error {
 // report fills res from the run.
 func (r *fabricRun) report(res *FabricResult, start, end Time, series []float64, links []*Link,
 	carried0 []uint64, target *Link) {
+	res.DuplicateArrivals = r.dupArrivals
 	var fct, bg []float64
 	var last Time
 	for i := range r.ms {
@@ -563,6 +676,7 @@ func (r *fabricRun) report(res *FabricResult, start, end Time, series []float64,
 	slices.Sort(fct)
 	res.FCTs = fct
 	res.FCTP50us, res.FCTP99us = percentile(fct, 0.5), percentile(fct, 0.99)
+	res.FCTP999us = percentile(fct, 0.999)
 	if len(fct) > 0 {
 		res.FCTMaxUs = fct[len(fct)-1]
 	}

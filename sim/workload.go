@@ -26,6 +26,7 @@ type fmsg struct {
 	done     Time // the sender's completion (acked)
 	arrived  Time // the receiver's completion (placed)
 	ok       bool
+	settled  bool // counted done (acked and arrived)
 }
 
 // Workload names (metaroce sim -scenario).
