@@ -244,7 +244,7 @@ func NewFabric(cfg ClosConfig, tc transport.Config) (*Fabric, error) {
 				// when there is one plane.
 				hn := fmt.Sprintf("h%d", i)
 				toLeaf := &Link{cfg: LinkConfig{RateBps: cfg.HostBps, Delay: cfg.HostDelay}, sw: s,
-					name: hn + ">" + s.Name}
+					name: hn + ">" + s.Name, chain: true}
 				toHost := &Link{cfg: LinkConfig{RateBps: cfg.HostBps, Delay: cfg.HostDelay,
 					QueueBytes: cfg.QueueBytes, ECNBytes: cfg.ECNBytes}, to: hs, name: s.Name + ">" + hn}
 				hs.up.(*portRoute).ports[p] = toLeaf

@@ -283,7 +283,9 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 	r.lazy = r.windowed && cfg.Lazy
 	pairs := r.pairs(cfg.Background > 0, bgPeer)
 	res.Connections = len(pairs)
-	if r.lazy {
+	if r.lazy && r.paired() {
+		res.Connections += len(ms) / 2 // one per pair, opened in turn
+	} else if r.lazy {
 		res.Connections += len(ms) // one per message, opened in turn
 	}
 	r.setup(pairs)
@@ -300,12 +302,23 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 	if r.failed == nil && up < 2*len(pairs) {
 		r.failed = fmt.Errorf("%d of %d connection ends up at the limit", up, 2*len(pairs))
 	}
-	var ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	res.HeapPerHost = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(cfg.Clos.Hosts)
 	start = n.Now() + Time(time.Microsecond)
 	res.SetupUs = float64(start) / 1e3
+	res.IdealUs = idealNs(r.ms, cfg.Clos.Hosts, cfg.Clos.HostBps*float64(cfg.Clos.Planes)*float64(mss)/float64(full),
+		f.bisectionBps()*float64(mss)/float64(full), func(m *fmsg) Time {
+			// The first packet's latency; the rest pipeline behind it.
+			return f.latency(m.src, m.dst, min(full, int(m.size)+full-mss))
+		}) / 1e3
+	// Memory per host: the live heap halfway through the ideal time,
+	// when every window is open (and a lazy all-to-all holds its most
+	// connections), less the heap before the fabric was built.
+	n.At(start+Time(res.IdealUs*1e3/2), func(Time) {
+		var ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms1)
+		res.HeapPerHost = float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(cfg.Clos.Hosts)
+	})
+
 	carried0 := make([]uint64, len(f.FabricLinks)+len(f.HostLinks))
 	allLinks := append(append([]*Link{}, f.FabricLinks...), f.HostLinks...)
 	var series []float64
@@ -366,11 +379,6 @@ func RunFabric(cfg FabricConfig) (*FabricResult, error) {
 	}
 	end := n.Now()
 	r.report(res, start, end, series, allLinks, carried0, target)
-	res.IdealUs = idealNs(r.ms, cfg.Clos.Hosts, cfg.Clos.HostBps*float64(cfg.Clos.Planes)*float64(mss)/float64(full),
-		f.bisectionBps()*float64(mss)/float64(full), func(m *fmsg) Time {
-			// The first packet's latency; the rest pipeline behind it.
-			return f.latency(m.src, m.dst, min(full, int(m.size)+full-mss))
-		}) / 1e3
 	if res.IdealUs > 0 {
 		res.OverIdeal = res.CollectiveUs / res.IdealUs
 	}
@@ -474,13 +482,11 @@ func hostIndex(c *transport.Conn) int32 {
 func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up *int, failed *int) {
 	switch c.Op {
 	case transport.OpConnected:
-		if mi, ok := c.Conn.Context.(int32); ok {
-			r.post(now, mi) // a windowed all-to-all's connection for message mi
+		if r.cursor != nil {
+			r.lazyConnected(host, now, c.Conn) // a lazy all-to-all's (alltoall.go)
 			return
 		}
-		if !r.lazy || r.conns[host][hostIndex(c.Conn)] == nil {
-			r.conns[host][hostIndex(c.Conn)] = c.Conn
-		}
+		r.conns[host][hostIndex(c.Conn)] = c.Conn
 		*up++
 	case transport.OpClosed:
 		if r.lazy {
@@ -503,9 +509,11 @@ func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up 
 		}
 		if r.windowed && !m.bg {
 			if r.lazy {
-				c.Conn.Close(now)
+				r.lazyDone(now, int32(c.WRID))
 			}
-			r.openNext(now, host)
+			if !r.lazy || !r.paired() || initiates(host, int(m.dst)) {
+				r.openNext(now, host) // its slot is free (alltoall.go)
+			}
 		}
 		r.retry(host, now)
 	case transport.OpRecvWriteImm:
@@ -518,6 +526,9 @@ func (r *fabricRun) onCompletion(host int, now Time, c transport.Completion, up 
 		}
 		m.arrived = now
 		r.settle(m)
+		if r.lazy && !m.bg {
+			r.lazyArrived(now, int32(c.Imm))
+		}
 		if m.next >= 0 {
 			r.post(now, m.next)
 		}
@@ -553,32 +564,6 @@ func (r *fabricRun) post(now Time, i int32) {
 	default:
 		r.f.Hosts[m.src].Kick()
 	}
-}
-
-// openNext starts host's next all-to-all write: posted at once on the
-// full mesh, or (lazy) once a connection for it is up.
-func (r *fabricRun) openNext(now Time, host int) {
-	hosts := len(r.f.Hosts)
-	q := r.cursor[host]
-	if q >= hosts-1 {
-		return
-	}
-	r.cursor[host]++
-	mi := int32(q*hosts + host)
-	if !r.lazy {
-		r.post(now, mi)
-		return
-	}
-	m := &r.ms[mi]
-	h := r.f.Hosts[host]
-	c, err := h.EP.Connect(now, r.f.Hosts[m.dst].Addr, service, r.mems[host])
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	c.Context = mi
-	r.wconn[mi] = c
-	h.Kick()
 }
 
 // retry posts what host's windows refused before, in order.

@@ -11,9 +11,11 @@ import (
 
 // ConnStateBytes measures what one established connection end costs in
 // heap bytes under tc: two hosts on a direct link open conns connections,
-// and the heap growth from before the first Connect to after the last
-// ACCEPT, once garbage is collected, is divided by 2 x conns (each
-// connection has an end on either host). It is a measurement, not a sum
+// each writes one message of four packets per path (so every path has
+// carried data and the receiver holds its per-path ack state), and the
+// heap growth from before the first Connect to after the last write,
+// once garbage is collected, is divided by 2 x conns (each connection
+// has an end on either host). It is a measurement, not a sum
 // of field sizes: it counts every slice the transport sizes from tc, the
 // congestion controller, map entries and allocator rounding
 // (docs/scale.md).
@@ -33,11 +35,23 @@ func ConnStateBytes(tc transport.Config, conns int) (float64, error) {
 	n.Connect(a, b, LinkConfig{Delay: time.Microsecond})
 	n.Connect(b, a, LinkConfig{Delay: time.Microsecond})
 	memA, memB := transport.NewMemoryTable(), transport.NewMemoryTable()
+	cfg := a.EP.Config()
+	size := 4 * cfg.Paths * cfg.MaxPayload()
+	memB.Add(&transport.Region{Key: fabricKey, Addr: fabricAddr, Buf: make([]byte, size), Access: transport.AccessRemoteWrite})
+	src := make([]byte, size)
 	b.EP.Listen(service, memB)
-	up := 0
+	up, done := 0, 0
 	count := func(_ Time, c transport.Completion) {
-		if c.Op == transport.OpConnected {
+		switch c.Op {
+		case transport.OpConnected:
 			up++
+			if c.Conn.Peer() == b.Addr {
+				if err := c.Conn.PostWrite(&transport.WorkRequest{Local: src, RemoteAddr: fabricAddr, RKey: fabricKey}); err != nil {
+					done = -1 << 30
+				}
+			}
+		case transport.OpWrite:
+			done++
 		}
 	}
 	a.OnCompletion, b.OnCompletion = count, count
@@ -53,9 +67,9 @@ func ConnStateBytes(tc transport.Config, conns int) (float64, error) {
 		}
 	}
 	a.Kick()
-	n.Run(Time(time.Second), func() bool { return up == 2*conns })
-	if up != 2*conns {
-		return 0, fmt.Errorf("sim: %d of %d connection ends up", up, 2*conns)
+	n.Run(Time(time.Second), func() bool { return up == 2*conns && done == conns })
+	if up != 2*conns || done != conns {
+		return 0, fmt.Errorf("sim: %d of %d connection ends up, %d of %d writes done", up, 2*conns, done, conns)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)

@@ -19,6 +19,7 @@ func TestConnStateBytes(t *testing.T) {
 		{"defaults", transport.Config{}},
 		{"fabric, 16 paths", fab},
 		{"fabric, 64 paths", withPaths(fab, 64)},
+		{"fabric + metaroce", withCC(fab)},
 		{"fabric rocev2", withMode(fab, transport.ModeRoCEv2)},
 	}
 	got := map[string]float64{}

@@ -63,12 +63,20 @@ func buildWorkload(kind string, hosts, size, fanin int, seed uint64) ([]fmsg, er
 			add(i, d, size)
 		}
 	case WorkAllToAll:
-		// MoE dispatch: every host writes size bytes to every other,
-		// all posted at once; host i starts with i+1, i+2, ... so the
-		// first packets do not all converge on host 0.
+		// MoE dispatch: every host writes size bytes to every other.
+		// Host i's k-th peer is i XOR k when the host count is a power
+		// of two (pairwise exchange: each step is a perfect matching,
+		// both ends writing to each other, so no receiver is the target
+		// of two writers), else i+k; either way the first packets do
+		// not all converge on one host.
+		pow2 := hosts&(hosts-1) == 0
 		for k := 1; k < hosts; k++ {
 			for i := range hosts {
-				add(i, (i+k)%hosts, size)
+				if pow2 {
+					add(i, i^k, size)
+				} else {
+					add(i, (i+k)%hosts, size)
+				}
 			}
 		}
 	case WorkRing:
