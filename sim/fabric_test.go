@@ -90,8 +90,8 @@ func TestClosShape(t *testing.T) {
 // Same seed, same JSON (wall-clock fields aside), with loss and a fault
 // in the run.
 func TestFabricDeterministic(t *testing.T) {
-	cfg := FabricConfig{Clos: ClosConfig{Hosts: 32, Seed: 3, Loss: 0.01}, Workload: WorkAllToAll, Size: 16 << 10,
-		Fault: "spine-down", FaultAt: 20 * time.Microsecond, Background: 0.1}
+	cfg := FabricConfig{Clos: ClosConfig{Hosts: 16, Seed: 3, Loss: 0.01}, Workload: WorkAllToAll, Size: 16 << 10,
+		Fault: "spine-down", FaultAt: 20 * time.Microsecond, Background: 0.1, Window: 8}
 	var out [2][]byte
 	for i := range out {
 		res := runFabricOK(t, cfg)

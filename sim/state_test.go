@@ -24,7 +24,7 @@ func TestConnStateBytes(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, r := range rows {
-		b, err := ConnStateBytes(r.tc, 200)
+		b, err := ConnStateBytes(r.tc, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
