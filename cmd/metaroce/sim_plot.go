@@ -20,7 +20,9 @@ import (
 // run: fct_<t>.csv (each collective message's completion time, sorted,
 // with its CDF), goodput_<t>.csv (bytes placed over all hosts per bin),
 // links_<t>.csv (every link's utilisation over the collective, drops,
-// marks, queue p99); and three plots drawing every run together:
+// marks, queue p99); the CDFs are over all the collective's messages, so
+// a run that left some incomplete tops out below 1. Three plots draw
+// every run together:
 // fct_cdf.png, goodput.png (with the fault's time marked) and
 // link_util.png (switch-to-switch links, busiest first).
 
@@ -55,11 +57,17 @@ func writeFabricFiles(dir string, runs []*sim.FabricResult) error {
 	p.Legend.Left = true
 	p.Legend.Top = true
 	for i, r := range runs {
+		// Over all the collective's messages: a run that left some
+		// incomplete tops out below 1, and its legend says so.
 		pts := make(plotter.XYs, len(r.FCTs))
 		for k, v := range r.FCTs {
-			pts[k] = plotter.XY{X: v, Y: float64(k+1) / float64(len(r.FCTs))}
+			pts[k] = plotter.XY{X: v, Y: float64(k+1) / float64(max(r.Messages, 1))}
 		}
-		if err := addLine(p, pts, r.Transport, i); err != nil {
+		name := r.Transport
+		if r.MessagesCompleted < r.Messages {
+			name += fmt.Sprintf(" (%d of %d complete)", r.MessagesCompleted, r.Messages)
+		}
+		if err := addLine(p, pts, name, i); err != nil {
 			return err
 		}
 	}
@@ -140,7 +148,7 @@ func writeFabricCSV(dir string, r *sim.FabricResult) error {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	rows := [][]string{{"fct_us", "cdf"}}
 	for k, v := range r.FCTs {
-		rows = append(rows, []string{f(v), f(float64(k+1) / float64(len(r.FCTs)))})
+		rows = append(rows, []string{f(v), f(float64(k+1) / float64(max(r.Messages, 1)))})
 	}
 	if err := writeCSV(filepath.Join(dir, "fct_"+r.Transport+".csv"), rows); err != nil {
 		return err
