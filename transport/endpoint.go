@@ -413,6 +413,15 @@ func (e *Endpoint) touch(c *Conn) {
 }
 
 func (c *Conn) nextDeadline() Time {
+	if c.state != StateEstablished {
+		// Only the handshake or teardown timer runs (onTimer): the data
+		// timers left over from an established connection that is now
+		// closing would be due forever and spin the timer loop.
+		if c.ctlDeadline != 0 {
+			return c.ctlDeadline
+		}
+		return Never
+	}
 	d := Never
 	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer} {
 		if t != 0 && t < d {

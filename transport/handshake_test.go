@@ -237,3 +237,32 @@ func TestMalformedCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestClosingDoesNotSpin: a connection closed with data in flight keeps
+// its data timers (path tick, ack delay, RTO) until it is gone, but
+// while it closes only the teardown timer may run. When the DISCONNECT
+// is lost for a while, those stale deadlines must not keep the endpoint's
+// timer due (the timer loop then woke every nanosecond: three million
+// wake-ups for the 3 ms the teardown takes here).
+func TestClosingDoesNotSpin(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<20)
+	p.connect()
+	if err := p.ca.PostWrite(&transport.WorkRequest{Local: pattern(1<<20, 3), RemoteAddr: regionAddr, RKey: p.key}); err != nil {
+		t.Fatal(err)
+	}
+	p.kick()
+	p.idle(20 * time.Microsecond) // data in flight, its timers armed
+	cut := p.net.Now() + sim.Time(3*time.Millisecond)
+	p.ab.SetLink(sim.LinkConfig{RateBps: sim.DefaultLink.RateBps, Delay: sim.DefaultLink.Delay,
+		Drop: func(now sim.Time, _ []byte) bool { return now < cut }})
+	p.ca.Close(p.net.Now())
+	p.kick()
+	start := p.net.Events
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpClosed, transport.StatusFlushed) == 1 })
+	if count(p.cqA, transport.OpClosed, transport.StatusFlushed) != 1 {
+		t.Fatalf("not closed: %+v", p.cqA)
+	}
+	if n := p.net.Events - start; n > 10_000 {
+		t.Errorf("%d events to close", n)
+	}
+}

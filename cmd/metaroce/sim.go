@@ -13,6 +13,9 @@ import (
 )
 
 func runSim(args []string, out io.Writer) error {
+	if isFabric(args) {
+		return runFabric(args, out) // sim_fabric.go: its own flags
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	var (
 		scenario    = fs.String("scenario", "lossy", "scenario: lossy, failover, degraded, incast, fairness or mixed")
