@@ -142,7 +142,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	fs.StringVar(&o.backend, "backend", "afxdp", "metaroced backend: afxdp or udp")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
 	fs.IntVar(&o.tcpFlows, "tcp-flows", 8, "Linux TCP flows in the comparison (0 skips it)")
-	fs.BoolVar(&o.tcpRehash, "tcp-rehash", false, "leave net.core.txrehash on, so TCP picks a new path hash on a timeout (see docs/demo.md)")
+	fs.BoolVar(&o.tcpRehash, "tcp-rehash", false, "leave net.core.txrehash at the kernel default on the hosts (docs/demo.md)")
 	fs.StringVar(&o.out, "out", ".", "directory for the PNG (without -json)")
 	fs.BoolVar(&o.series, "series", false, "include the goodput samples in the JSON")
 	asJSON := fs.Bool("json", false, "print one JSON object")

@@ -25,9 +25,11 @@ type TCPFabricResult struct {
 	// tenth of their own before the cut: the ones hashed onto the dead
 	// spine (in either direction: data or acks).
 	Stalled int `json:"flows_stalled"`
-	// TxRehash is net.core.txrehash on the hosts: off by default, since a
-	// real switch hashes headers and a new socket hash would not move the
-	// flow there (docs/demo.md).
+	// TxRehash is net.core.txrehash on the two hosts. The demo turns it
+	// off by default: Linux may give a connection a new hash after a
+	// timeout, and whether the namespace leaves would honour it where a
+	// real switch hashing headers would not is not something to leave to
+	// chance (docs/demo.md).
 	TxRehash     bool         `json:"txrehash"`
 	PerFlow      []TCPFlow    `json:"per_flow"`
 	SpinePackets []SpineShare `json:"spine_packets"`
