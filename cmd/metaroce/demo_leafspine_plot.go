@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -60,6 +62,19 @@ func plotLeafSpine(r *LeafSpineResult, dir string) (string, error) {
 	cut.Color = color.Black
 	p.Add(cut)
 	p.Legend.Add(fmt.Sprintf("spine %d cut", r.CutSpine), cut)
+	// Ticks every 100 ms, labelled every 500: the default ticker labels
+	// only two or three, too few to read a recovery off.
+	p.X.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		var ts []plot.Tick
+		for v := math.Ceil(lo/100) * 100; v <= hi; v += 100 {
+			t := plot.Tick{Value: v}
+			if math.Mod(v, 500) == 0 {
+				t.Label = strconv.FormatFloat(v, 'f', 0, 64)
+			}
+			ts = append(ts, t)
+		}
+		return ts
+	})
 	p.Y.Min = 0
 	p.Y.Max = ymax * 1.25 // room for the legend
 
