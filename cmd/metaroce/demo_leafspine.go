@@ -520,7 +520,8 @@ func printLeafSpine(w io.Writer, r *LeafSpineResult) {
 	}
 	fmt.Fprintln(w)
 	if t := r.TCP; t != nil {
-		fmt.Fprintf(w, "Linux TCP  %d flows: before %.3f Gb/s, after %.3f; %d flows stalled after the cut", t.Flows, t.GoodputBefore, t.GoodputAfter, t.Stalled)
+		fmt.Fprintf(w, "Linux TCP  %d flows: before %.3f Gb/s, after %.3f; %d flows stalled after the cut (%d hashed onto the cut spine)",
+			t.Flows, t.GoodputBefore, t.GoodputAfter, t.Stalled, t.OnCutSpine)
 		if t.Recovered {
 			fmt.Fprintf(w, "; aggregate at 90%% of its after-level %.0f ms after the cut\n", t.RecoveryMs)
 		} else {

@@ -25,11 +25,13 @@ type TCPFabricResult struct {
 	// tenth of their own before the cut: the ones hashed onto the dead
 	// spine (in either direction: data or acks).
 	Stalled int `json:"flows_stalled"`
-	// TxRehash is net.core.txrehash on the two hosts. The demo turns it
-	// off by default: Linux may give a connection a new hash after a
-	// timeout, and whether the namespace leaves would honour it where a
-	// real switch hashing headers would not is not something to leave to
-	// chance (docs/demo.md).
+	// OnCutSpine is the flows the leaves hash onto the cut spine, data or
+	// acks: the ones expected to stall.
+	OnCutSpine int `json:"flows_on_cut_spine"`
+	// TxRehash is net.core.txrehash on the two hosts. The leaves hash
+	// headers (testnet clears the socket's hash at their ingress), so a
+	// new socket hash after a timeout cannot move a flow; the demo still
+	// turns it off by default so that nothing but the fabric decides.
 	TxRehash     bool         `json:"txrehash"`
 	PerFlow      []TCPFlow    `json:"per_flow"`
 	SpinePackets []SpineShare `json:"spine_packets"`
@@ -41,6 +43,12 @@ type TCPFlow struct {
 	Before  float64 `json:"before_gbps"`
 	After   float64 `json:"after_gbps"`
 	Stalled bool    `json:"stalled"`
+	// SpineData and SpineAcks are the spines the leaves hash the flow's
+	// data and its acks onto, from their route lookup (ip route get with
+	// the flow's ports); -1 if it failed. Linux's header hash is
+	// symmetric, so they agree.
+	SpineData int `json:"spine_data"`
+	SpineAcks int `json:"spine_acks"`
 }
 
 // runTCPFabric runs o.tcpFlows Linux TCP connections from a to b for
@@ -104,6 +112,25 @@ func runTCPFabric(f *testnet.LeafSpine, a, b *testnet.Host, o leafSpineOpts) (*T
 		receivers = append(receivers, c)
 	}
 
+	// Each flow's spines, looked up before any traffic so the lookups do
+	// not compete with it.
+	spines := make([][2]int, len(senders))
+	for i, c := range senders {
+		lp := uint16(c.LocalAddr().(*net.TCPAddr).Port)
+		src := a.IPv4
+		if o.ipv6 {
+			src = a.IPv6
+		}
+		d, err := f.SpineOf(a, dst, "tcp", lp, addr.Port())
+		if err != nil {
+			d = -1
+		}
+		k, err := f.SpineOf(b, src, "tcp", addr.Port(), lp)
+		if err != nil {
+			k = -1
+		}
+		spines[i] = [2]int{d, k}
+	}
 	recv := make([]atomic.Int64, o.tcpFlows)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -207,9 +234,13 @@ func runTCPFabric(f *testnet.LeafSpine, a, b *testnet.Host, o leafSpineOpts) (*T
 	res.RecoveryMs, res.Recovered, res.Series = m.recoveryMs, m.recovered, m.series
 	for i := range per {
 		pm := measure(per[i], start, cutAt, elapsed, o.sample)
-		fl := TCPFlow{Before: pm.before, After: pm.after, Stalled: pm.after < pm.before/10}
+		fl := TCPFlow{Before: pm.before, After: pm.after, Stalled: pm.after < pm.before/10,
+			SpineData: spines[i][0], SpineAcks: spines[i][1]}
 		if fl.Stalled {
 			res.Stalled++
+		}
+		if fl.SpineData == o.cutSpine || fl.SpineAcks == o.cutSpine {
+			res.OnCutSpine++
 		}
 		res.PerFlow = append(res.PerFlow, fl)
 	}

@@ -3,6 +3,7 @@ package testnet
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -83,6 +84,9 @@ type LeafSpine struct {
 	Leaves [2]*Leaf
 	// Spines[s] is spine s.
 	Spines []*Spine
+
+	// hashes are the leaves' hash-clearing tc links (leafspine_hash.go).
+	hashes io.Closer
 }
 
 // Leaf is a top-of-rack switch: host ports first, then one uplink per spine.
@@ -113,6 +117,11 @@ func NewLeafSpine(t testing.TB, cfg LeafSpineConfig) *LeafSpine {
 	t.Helper()
 	n := New(t)
 	f, err := buildLeafSpine(n, cfg)
+	if f != nil && f.hashes != nil {
+		// Registered after New's cleanup, so it runs first: programs
+		// detach, then the namespaces go.
+		t.Cleanup(func() { f.hashes.Close() })
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +136,9 @@ func OpenLeafSpine(cfg LeafSpineConfig) (*LeafSpine, error) {
 	}
 	f, err := buildLeafSpine(n, cfg)
 	if err != nil {
+		if f != nil {
+			return nil, errors.Join(err, f.Close())
+		}
 		return nil, errors.Join(err, n.Close())
 	}
 	return f, nil
@@ -297,6 +309,9 @@ func buildLeafSpine(n *Net, cfg LeafSpineConfig) (*LeafSpine, error) {
 		if err := leaf.AddRoute(agg6, via6...); err != nil {
 			return nil, err
 		}
+	}
+	if f.hashes, err = f.clearHashes(); err != nil {
+		return f, err
 	}
 	return f, nil
 }
