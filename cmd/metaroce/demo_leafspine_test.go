@@ -55,6 +55,11 @@ func TestLeafSpineDemo(t *testing.T) {
 	if r.TCP == nil || r.TCP.GoodputBefore <= 0 || len(r.TCP.PerFlow) != 4 {
 		t.Errorf("TCP comparison missing or empty: %+v (errors %v)", r.TCP, r.Errors)
 	}
+	// Blackholed TCP flows stall and the others do not: exactly the flows
+	// the leaves' route lookup puts on the cut spine.
+	if r.TCP != nil && r.TCP.Stalled != r.TCP.OnCutSpine {
+		t.Errorf("TCP: %d flows stalled, %d hashed onto the cut spine: %+v", r.TCP.Stalled, r.TCP.OnCutSpine, r.TCP.PerFlow)
+	}
 	if len(r.Errors) > 0 {
 		t.Errorf("errors: %v", r.Errors)
 	}
