@@ -47,7 +47,11 @@ type LeafSpineResult struct {
 	RecoveryResMs float64 `json:"recovery_resolution_ms"`
 	// MinAfterCut is the lowest goodput of one sample interval in the
 	// during window: how deep the dip went.
-	MinAfterCut    float64      `json:"min_sample_gbps_during"`
+	MinAfterCut float64 `json:"min_sample_gbps_during"`
+	// StallMs is the time after the cut spent in samples with (almost) no
+	// goodput, below 5% of the before-level: recovery_ms says when goodput
+	// first came back, this says whether it stayed.
+	StallMs        float64      `json:"stall_ms_after_cut"`
 	Recovered      bool         `json:"recovered"`
 	Retransmitted  uint64       `json:"packets_retransmitted"`
 	PathsRetired   uint64       `json:"paths_retired"`
@@ -377,23 +381,31 @@ func runCutMetaroce(res *LeafSpineResult, f *testnet.LeafSpine, o leafSpineOpts,
 		tr := st.Engines[0].Transport
 		res.Retransmitted, res.PathsRetired, res.PathsSuspected = tr.DataRetransmitted, tr.PathsRetired, tr.PathsSuspected
 	}
-	var total uint64
-	for i := range c1 {
-		b, a := cCut[i].Sub(c0[i]), c1[i].Sub(cCut[i])
-		res.SpinePackets = append(res.SpinePackets, SpineShare{Spine: i, Before: b.Packets, After: a.Packets})
-		total += b.Packets
-	}
-	for i := range res.SpinePackets {
-		if total > 0 {
-			res.SpinePackets[i].Share = float64(res.SpinePackets[i].Before) / float64(total)
-		}
-	}
+	res.SpinePackets = spineShares(c0, cCut, c1)
 	res.CutSpineAfter = res.SpinePackets[o.cutSpine].After
 	m := measure(samples, start, cutAt, wd.r.Result.Elapsed, o.sample)
 	res.GoodputBefore, res.GoodputDuring, res.GoodputAfter = m.before, m.during, m.after
 	res.RecoveryMs, res.Recovered, res.Windows, res.Series = m.recoveryMs, m.recovered, m.windows, m.series
-	res.RecoveryResMs, res.MinAfterCut = m.windows.SmoothMs, m.minDuring
+	res.RecoveryResMs, res.MinAfterCut, res.StallMs = m.windows.SmoothMs, m.minDuring, m.stallMs
 	return nil
+}
+
+// spineShares turns counter readings at the start, the cut and the end
+// into packets before and after the cut and each spine's share before it.
+func spineShares(c0, cCut, c1 []testnet.SpineCount) []SpineShare {
+	var out []SpineShare
+	var total uint64
+	for i := range c1 {
+		b, a := cCut[i].Sub(c0[i]), c1[i].Sub(cCut[i])
+		out = append(out, SpineShare{Spine: i, Before: b.Packets, After: a.Packets})
+		total += b.Packets
+	}
+	for i := range out {
+		if total > 0 {
+			out[i].Share = float64(out[i].Before) / float64(total)
+		}
+	}
+	return out
 }
 
 // cutDone is when the cut took effect and the spines' counters then.
@@ -433,6 +445,7 @@ type measured struct {
 	recoveryMs            float64
 	recovered             bool
 	minDuring             float64
+	stallMs               float64
 	windows               Windows
 	series                []Point
 }
@@ -495,6 +508,9 @@ func measure(s []sample, start, cut time.Time, elapsed, step time.Duration) meas
 	}
 	m.minDuring = -1
 	for _, p := range m.series {
+		if p.Ms > 0 && p.Ms <= m.windows.AfterToMs && p.Gbps < 0.05*m.before {
+			m.stallMs += float64(step) / 1e6
+		}
 		if p.Ms > 0 && p.Ms <= float64(duringWin)/1e6 && (m.minDuring < 0 || p.Gbps < m.minDuring) {
 			m.minDuring = p.Gbps
 		}
@@ -510,7 +526,8 @@ func printLeafSpine(w io.Writer, r *LeafSpineResult) {
 	fmt.Fprintf(w, "goodput    before %.3f Gb/s, during %.3f (lowest %.0f ms sample %.3f), after %.3f\n",
 		r.GoodputBefore, r.GoodputDuring, r.SampleMs, r.MinAfterCut, r.GoodputAfter)
 	if r.Recovered {
-		fmt.Fprintf(w, "recovery   %.0f ms to 90%% of the after-level (%d paths retired, %d retransmitted)\n", r.RecoveryMs, r.PathsRetired, r.Retransmitted)
+		fmt.Fprintf(w, "recovery   %.0f ms to 90%% of the after-level; %.0f ms of stalls after the cut (%d paths retired, %d retransmitted)\n",
+			r.RecoveryMs, r.StallMs, r.PathsRetired, r.Retransmitted)
 	} else {
 		fmt.Fprintf(w, "recovery   not reached\n")
 	}

@@ -21,6 +21,7 @@ type TCPFabricResult struct {
 	GoodputAfter  float64 `json:"goodput_after_gbps"`
 	RecoveryMs    float64 `json:"recovery_ms"` // of the aggregate; -1 if never
 	Recovered     bool    `json:"recovered"`
+	StallMs       float64 `json:"stall_ms_after_cut"` // of the aggregate
 	// Stalled is the flows whose goodput in the after window was below a
 	// tenth of their own before the cut: the ones hashed onto the dead
 	// spine (in either direction: data or acks).
@@ -224,14 +225,11 @@ func runTCPFabric(f *testnet.LeafSpine, a, b *testnet.Host, o leafSpineOpts) (*T
 	if err != nil {
 		return res, err
 	}
-	for i := range c1 {
-		b, a := cCut[i].Sub(c0[i]), c1[i].Sub(cCut[i])
-		res.SpinePackets = append(res.SpinePackets, SpineShare{Spine: i, Before: b.Packets, After: a.Packets})
-	}
+	res.SpinePackets = spineShares(c0, cCut, c1)
 	elapsed := o.before + o.after
 	m := measure(agg, start, cutAt, elapsed, o.sample)
 	res.GoodputBefore, res.GoodputDuring, res.GoodputAfter = m.before, m.during, m.after
-	res.RecoveryMs, res.Recovered, res.Series = m.recoveryMs, m.recovered, m.series
+	res.RecoveryMs, res.Recovered, res.Series, res.StallMs = m.recoveryMs, m.recovered, m.series, m.stallMs
 	for i := range per {
 		pm := measure(per[i], start, cutAt, elapsed, o.sample)
 		fl := TCPFlow{Before: pm.before, After: pm.after, Stalled: pm.after < pm.before/10,
