@@ -74,7 +74,15 @@ type demoOpts struct {
 }
 
 func runDemo(args []string, out io.Writer) error {
+	switch t := demoTopologyArg(args); t {
+	case "leafspine":
+		return runLeafSpineDemo(args, out)
+	case "", "star":
+	default:
+		return fmt.Errorf("demo: -topology %q: want star or leafspine", t)
+	}
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
 	fs.Int64Var(&o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
@@ -312,6 +320,12 @@ func (r *perfRun) wait() error {
 // withDaemons starts metaroced (this binary's daemon command) in both
 // hosts' namespaces with the given backend, runs f, and stops them.
 func withDaemons(self, dir, backend string, ipv6 bool, a, b *testnet.Host, f func(ca, cb *daemon.Client) error) error {
+	return withDaemonsYAML(self, dir, backend, ipv6, a, b, "", f)
+}
+
+// withDaemonsYAML is withDaemons with extra top-level configuration lines
+// (the leaf-spine demo sets the number of paths).
+func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, extra string, f func(ca, cb *daemon.Client) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cmds []*exec.Cmd
@@ -335,7 +349,7 @@ func withDaemons(self, dir, backend string, ipv6 bool, a, b *testnet.Host, f fun
 		sock := filepath.Join(dir, h.Label+"-"+backend+".sock")
 		cfg := filepath.Join(dir, h.Label+"-"+backend+".yaml")
 		yaml := fmt.Sprintf("interfaces:\n  - name: %s\n    backend: %s\ncontrol_socket: %s\nmetrics_address: \"\"\nlog_level: warn\n",
-			h.Port.Name, backend, sock)
+			h.Port.Name, backend, sock) + extra
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return err
 		}

@@ -13,6 +13,11 @@
 //     multipath hashing on) and can impair each port: random drop in an
 //     nftables forward-hook chain, a tc tbf rate limit, cutting and restoring
 //     the link, veth offloads off.
+//   - NewLeafSpine / OpenLeafSpine: two leaves with N hosts each and M
+//     spines (default 2 and 4), ECMP on the leaves hashing L4 ports,
+//     tc tbf on the leaf-spine links, nft counters of what each spine
+//     forwards, and a spine cut by blackhole or link down
+//     (leafspine.go).
 //
 // Host i of a star is 10.99.i.2/24 and fd00:99:0:i::2/64 with default routes
 // via the switch port, which is .1 / ::1 on the same subnet. The hosts of a
@@ -75,7 +80,9 @@
 // "File exists") where netlink gives a bare errno, a failing step can be pasted
 // into a shell to reproduce it, and nftables has no stable Go binding in our
 // dependency set. ip -batch keeps the number of processes down. The only
-// syscalls made directly are setns (Do, Go) and the ICMP socket of Ping.
+// syscalls made directly are setns (Do, Go), the ICMP socket of Ping, and
+// the leaf-spine fabric's tc program (cilium/ebpf, leafspine_hash.go),
+// which makes its leaves hash packet headers as a switch does.
 //
 // ethtool is needed only for SetOffloads; if it is missing, SetOffloads and
 // Config.NoOffloads fail with ErrNoEthtool and say so.
