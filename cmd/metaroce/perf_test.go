@@ -28,12 +28,10 @@ func startPerfTest(t *testing.T, ctx context.Context, self, dir string, a, b *te
 	return r
 }
 
-// TestPerfProcessesAndKill is issue 7's multi-process acceptance: two
-// applications on each of two hosts run WRITE bandwidth tests at once,
-// each pair with its own data; a third client is SIGKILLed mid-transfer.
-// The survivors finish with every byte verified by their servers, and
-// both daemons end up holding nothing for any session.
-func TestPerfProcessesAndKill(t *testing.T) {
+// perfFabric builds two hosts behind a switch dropping 0.5% for the perf
+// tests, which run this test binary as metaroced and as metaroce perf.
+func perfFabric(t *testing.T) (self, dir string, a, b *testnet.Host) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces and AF_XDP")
 	}
@@ -45,9 +43,17 @@ func TestPerfProcessesAndKill(t *testing.T) {
 	if err := star.Switch.SetLoss(0.005); err != nil {
 		t.Fatal(err)
 	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	dir := t.TempDir()
-	err = withDaemons(self, dir, "afxdp", false, a, b, func(ca, cb *daemon.Client) error {
+	return self, t.TempDir(), star.Hosts[0], star.Hosts[1]
+}
+
+// TestPerfProcessesAndKill is issue 7's multi-process acceptance: two
+// applications on each of two hosts run WRITE bandwidth tests at once,
+// each pair with its own data; a third client is SIGKILLed mid-transfer.
+// The survivors finish with every byte verified by their servers, and
+// both daemons end up holding nothing for any session.
+func TestPerfProcessesAndKill(t *testing.T) {
+	self, dir, a, b := perfFabric(t)
+	err := withDaemons(self, dir, "afxdp", false, a, b, func(ca, cb *daemon.Client) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		// Sessions before the applications start: the demo's own
@@ -120,20 +126,8 @@ func TestPerfProcessesAndKill(t *testing.T) {
 // through a switch dropping 0.5%, and checks each completes with its
 // data verified and figures in its report.
 func TestPerfTests(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and AF_XDP")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	star := testnet.NewStar(t, 2, testnet.Config{})
-	if err := star.Switch.SetLoss(0.005); err != nil {
-		t.Fatal(err)
-	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	dir := t.TempDir()
-	err = withDaemons(self, dir, "afxdp", false, a, b, func(ca, cb *daemon.Client) error {
+	self, dir, a, b := perfFabric(t)
+	err := withDaemons(self, dir, "afxdp", false, a, b, func(ca, cb *daemon.Client) error {
 		for i, tc := range []struct{ test, args string }{
 			{"write-bw", "-s 65536 -n 1000 -q 2"},
 			{"read-bw", "-s 65536 -n 1000"},
