@@ -70,6 +70,11 @@ type Conn struct {
 	ctlRTO      Duration
 	ctlOwed     wire.Opcode // connection packet owed to the peer, 0 if none
 	cookie      [wire.CookieLen]byte
+	// Handshake round trips (§8.4): when the latest CONNECT left; when
+	// the acceptor's ACCEPT left (0 once used) and how many it sent.
+	connectAt   Time
+	acceptAt    Time
+	acceptSends int
 
 	// Scheduling (owned by the Endpoint).
 	inReady  bool

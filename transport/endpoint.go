@@ -162,6 +162,7 @@ func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
 		}
 	}
 	c.rcv.init(&e.cfg)
+	c.snd.rtt.init(&e.cfg) // before establish: the handshake may sample it
 	c.initPSN = e.initialPSN()
 	c.snd.nextPSN = c.initPSN
 	c.snd.una = c.initPSN
@@ -250,6 +251,9 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 	if c.state != StateEstablished {
 		e.stats.RxUnexpected++
 		return
+	}
+	if c.acceptAt != 0 {
+		c.handshakeRTT(now)
 	}
 	switch p.Class {
 	case wire.ClassData:

@@ -42,6 +42,10 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		if c.ctlOwed == wire.OpConnect {
 			h.DstConn = 0
 			h.Cookie = c.cookie
+			c.connectAt = now
+		} else {
+			c.acceptAt = now
+			c.acceptSends++
 		}
 	case wire.OpDisconnect:
 		h.Reason = wire.ReasonClosed
@@ -49,6 +53,27 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 	c.ctlOwed = 0
 	h.Put(buf)
 	return wire.ConnLen + wire.TrailerLen
+}
+
+// handshakeRTT bounds the acceptor's RTT by the time from its ACCEPT to
+// the first packet of the initiator, which cannot send before the ACCEPT
+// reaches it: the bound is the round trip plus whatever the initiator
+// waited before sending. It only lowers the RTO of a connection with no
+// sample yet, and only when one ACCEPT went out (with two, the packet may
+// answer the first). (§8.4.)
+func (c *Conn) handshakeRTT(now Time) {
+	s := &c.snd
+	if c.acceptSends == 1 && !s.rtt.have && now > c.acceptAt {
+		s.rtt.bound = Duration(now - c.acceptAt)
+		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
+		if s.rtoDeadline != 0 {
+			s.rtoDeadline = min(s.rtoDeadline, now+Time(s.rto))
+		}
+		if s.tlpDeadline != 0 {
+			s.tlpDeadline = min(s.tlpDeadline, now+Time(c.pto()))
+		}
+	}
+	c.acceptAt = 0
 }
 
 // ctlTimer retransmits CONNECT or DISCONNECT, or gives up.
@@ -98,6 +123,14 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		}
 		copy(c.cookie[:], p.Cookie())
 		c.ctlOwed = wire.OpConnect
+		// The CHALLENGE echoes our latest CONNECT's Timestamp: the
+		// connection's first RTT sample, so its first data does not wait
+		// on the InitialRTO (§8.4). An echo of an earlier CONNECT would
+		// overstate the round trip, so only the latest counts.
+		if Time(p.Timestamp()) == c.connectAt && !c.snd.rtt.have {
+			c.snd.rtt.sample(Duration(now - c.connectAt))
+			c.snd.rto = c.snd.rtt.rto(e.cfg.InitialRTO)
+		}
 		e.touch(c)
 	case wire.OpAccept:
 		c := e.conns[p.DstConn()]

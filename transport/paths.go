@@ -151,12 +151,17 @@ func (s *sender) rand() uint64 {
 
 // pickPath chooses the path for the next packet, avoiding avoid (the path
 // that lost a retransmitted packet) and the previous packet's path when
-// another candidate has room. It returns -1 when no path has room.
+// another candidate has room. A retransmission (avoid >= 0) also prefers
+// a proven path: one that has been acked and whose latest resolved
+// transmission arrived; the paths that lost what it resends, or lost
+// anything since their last arrival, are the likeliest to lose it again,
+// and a fresh path is a guess. It returns -1 when no path has room.
 func (s *sender) pickPath(avoid int) int {
 	n := len(s.active)
 	if n == 0 {
 		return s.pickAny(avoid)
 	}
+	retx := avoid >= 0
 	best, cands := -1, 0
 	bestCost := 0.0
 	for try := 0; try < 8 && cands < 2; try++ {
@@ -165,7 +170,7 @@ func (s *sender) pickPath(avoid int) int {
 			continue
 		}
 		p := &s.paths[k]
-		if p.full() {
+		if p.full() || (retx && !p.proven()) {
 			continue
 		}
 		cands++
@@ -174,14 +179,29 @@ func (s *sender) pickPath(avoid int) int {
 		}
 	}
 	if best < 0 {
-		// The random draws found no room: scan once, from a random
-		// start so the scan does not favour low path ids.
+		// The random draws found no candidate: scan, from a random start
+		// so the scan does not favour low path ids. A retransmission
+		// takes the best-ranked path with room (see rank).
 		off := int(s.rand() % uint64(n))
-		for pass := 0; pass < 2 && best < 0; pass++ {
-			for i := 0; i < n; i++ {
-				k := int(s.active[(off+i)%n])
-				if !s.paths[k].full() && (k != avoid || pass == 1) {
-					best = k
+		bestRank := -1
+		for i := 0; i < n; i++ {
+			k := int(s.active[(off+i)%n])
+			p := &s.paths[k]
+			if p.full() {
+				continue
+			}
+			// A retransmission takes the best-ranked path, and of
+			// equals one other than the previous packet's.
+			r := 7
+			if retx {
+				r = 2 * p.rank(k == avoid)
+				if k != s.lastPath || n <= 2 {
+					r++
+				}
+			}
+			if r > bestRank {
+				best, bestRank = k, r
+				if r == 7 {
 					break
 				}
 			}
@@ -194,6 +214,25 @@ func (s *sender) pickPath(avoid int) int {
 	}
 	s.lastPath = best
 	return best
+}
+
+// proven reports whether p has been acked and its latest resolved
+// transmission arrived.
+func (p *sendPath) proven() bool { return p.acked > 0 && p.lossRun == 0 }
+
+// rank orders the paths a retransmission may take: proven (3), untried
+// or clean but never acked (2), lost its latest (1), the path that lost
+// this very packet (0).
+func (p *sendPath) rank(lostThis bool) int {
+	switch {
+	case lostThis:
+		return 0
+	case p.lossRun > 0:
+		return 1
+	case p.acked == 0:
+		return 2
+	}
+	return 3
 }
 
 // pickAny is the fallback when no path is active: rather than stall, use
@@ -334,10 +373,13 @@ func (c *Conn) probeInterval() Duration {
 
 // pathTimedOut reports whether p's oldest outstanding transmission is
 // overdue. Not an absolute timeout: queueing raises every path's RTT
-// together and would trip one; instead a path is overdue when the newest
-// transmission acked on any path was sent PathTimeoutRTTs of p's RTT
-// after p's oldest outstanding one, and p has been silent for at least
-// MinPathTimeout. When no path is acked at all, the RTO acts instead.
+// together and would trip one; instead a transmission is overdue when a
+// transmission sent no earlier than it has been acked on another path
+// and it has waited PathTimeoutRTTs of p's RTT (overdue), with p silent
+// for at least MinPathTimeout. Packets sent together in a burst and
+// queued together come back together; one that stays out three of its
+// path's RTTs after its companion returned took a broken route. When no
+// path is acked at all, the RTO acts instead.
 func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	if now-p.lastProgress < Time(c.ep.cfg.MinPathTimeout) || p.oldest == p.nextSeq {
 		return false
@@ -346,7 +388,13 @@ func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	if !t.live {
 		return false
 	}
-	return c.snd.newestAckedSent-t.sent >= Time(c.pathTimeout(p))
+	return c.overdue(t, now, Time(c.pathTimeout(p)))
+}
+
+// overdue reports whether transmission t has been overtaken: something
+// sent at or after it was acked, and it has been out for timeout.
+func (c *Conn) overdue(t *txRec, now, timeout Time) bool {
+	return c.snd.newestAckedSent >= t.sent && now-t.sent >= timeout
 }
 
 // pathTimeout is how long p may hold data without an ack.
@@ -455,19 +503,18 @@ func median(v []Duration) Duration {
 	return v[len(v)/2]
 }
 
-// loseOverdue declares lost the unresolved transmissions of path pi sent
-// a path timeout or more before the newest transmission acked on any
-// path, and returns how many.
+// loseOverdue declares lost the overdue transmissions of path pi (see
+// overdue) and returns how many.
 func (c *Conn) loseOverdue(now Time, pi int) int {
 	p := &c.snd.paths[pi]
-	limit := c.snd.newestAckedSent - Time(c.pathTimeout(p))
+	timeout := Time(c.pathTimeout(p))
 	n := 0
 	for seq := p.oldest; seq != p.nextSeq; seq++ {
 		t := &p.ring[seq&p.mask]
 		if !t.live {
 			continue
 		}
-		if t.sent > limit {
+		if !c.overdue(t, now, timeout) {
 			break // sent in order: the rest are younger
 		}
 		c.loseTransmission(now, pi, seq)

@@ -49,6 +49,63 @@ func TestPickPathRules(t *testing.T) {
 	}
 }
 
+// TestPickPathRetransmissionRanks (§8.7.3): a retransmission goes on a
+// proven path (acked, its latest transmission arrived) whenever one has
+// room; with none, on a path that has lost nothing over one that lost its
+// latest; on the path that lost the packet only when nothing else has
+// room. New packets ignore the ranks.
+func TestPickPathRetransmissionRanks(t *testing.T) {
+	s := testSender(t, 16)
+	// 0-3 proven; 4-11 lost their latest; 12-15 untried.
+	for i := 0; i < 12; i++ {
+		s.paths[i].acked = 5
+		if i >= 4 {
+			s.paths[i].lossRun = 1
+		}
+	}
+	for i := 0; i < 2000; i++ {
+		if k := s.pickPath(7); k > 3 {
+			t.Fatalf("retransmission on path %d (lost %d in a row) with proven paths free", k, s.paths[k].lossRun)
+		}
+	}
+	newOnLossy := 0
+	for i := 0; i < 2000; i++ {
+		if k := s.pickPath(-1); k >= 4 && k < 12 {
+			newOnLossy++
+		}
+	}
+	if newOnLossy == 0 {
+		t.Error("new packets never used the paths with a loss: ranks leaked into spraying")
+	}
+	// Proven paths full: untried ones next.
+	for i := 0; i < 4; i++ {
+		s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+	}
+	for i := 0; i < 2000; i++ {
+		if k := s.pickPath(7); k < 12 {
+			t.Fatalf("retransmission on path %d with untried paths free", k)
+		}
+	}
+	// Only lossy paths have room: any but the one that lost it.
+	for i := 12; i < 16; i++ {
+		s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+	}
+	for i := 0; i < 2000; i++ {
+		if k := s.pickPath(7); k == 7 || k < 4 || k >= 12 {
+			t.Fatalf("retransmission on path %d", k)
+		}
+	}
+	// Only the path that lost it has room: still sent.
+	for i := 4; i < 12; i++ {
+		if i != 7 {
+			s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+		}
+	}
+	if k := s.pickPath(7); k != 7 {
+		t.Fatalf("picked %d, want 7, the only path with room", k)
+	}
+}
+
 // TestPickPathPrefersCheap: a path with a high loss rate gets a small
 // share.
 func TestPickPathPrefersCheap(t *testing.T) {

@@ -152,7 +152,12 @@ func (c *Conn) pathLossDelay(p *sendPath, rtt Duration) Time {
 	s := &c.snd
 	frac := s.reorderFrac(c.ep.cfg.ReorderFraction)
 	if p.srtt == 0 {
-		return Time(s.rtt.lossDelay(frac, c.ep.cfg.InitialRTO))
+		// Without any sample, the acceptor's handshake bound (§8.4).
+		initial := c.ep.cfg.InitialRTO
+		if s.rtt.bound > 0 {
+			initial = s.rtt.bound
+		}
+		return Time(s.rtt.lossDelay(frac, initial))
 	}
 	return Time(float64(max(p.srtt, rtt)) * (1 + frac))
 }
@@ -461,12 +466,16 @@ func (c *Conn) senderTimer(now Time) {
 			c.fail(StatusRetryExceeded, errRetries)
 			return
 		}
-		// Everything unresolved that has had a whole RTO to be acked is
-		// lost; the oldest outstanding PSN always is, so a timeout always
-		// resends something.
-		horizon := now - Time(s.rto)
+		// Everything unresolved that has had a round trip and the
+		// reorder allowance to be acked is lost (RACK's rule at an RTO,
+		// RFC 8985 §6.3: whatever was sent before the silence began is
+		// as lost as the packet the timer ran for); the oldest
+		// outstanding PSN always is, so a timeout always resends
+		// something. Each path by its own round trip, as the per-path
+		// scan judges it.
 		for pi := range s.paths {
 			p := &s.paths[pi]
+			horizon := now - c.pathLossDelay(p, 0)
 			for seq := p.oldest; seq != p.nextSeq; seq++ {
 				if t := &p.ring[seq&p.mask]; t.live && t.sent <= horizon {
 					c.loseTransmission(now, pi, seq)

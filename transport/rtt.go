@@ -19,6 +19,9 @@ type rttEstimator struct {
 	srtt, rttvar, min, latest Duration
 	minRTO, maxRTO            Duration
 	have                      bool
+	// bound is an upper bound on the RTT from the handshake, for the
+	// acceptor, which gets no echo of its own until it has sent data.
+	bound Duration
 }
 
 func (r *rttEstimator) init(cfg *Config) {
@@ -46,9 +49,14 @@ func (r *rttEstimator) sample(d Duration) {
 	r.srtt += (d - r.srtt) / 8
 }
 
-// rto is srtt + 4 rttvar, clamped (RFC 6298 §2.3, §2.4).
+// rto is srtt + 4 rttvar, clamped (RFC 6298 §2.3, §2.4). Before the
+// first sample it is the initial RTO, or three times the handshake's
+// bound when that is less (what a first sample would give).
 func (r *rttEstimator) rto(initial Duration) Duration {
 	if !r.have {
+		if r.bound > 0 {
+			return min(max(3*r.bound, r.minRTO), initial)
+		}
 		return initial
 	}
 	v := r.srtt + 4*r.rttvar

@@ -174,7 +174,8 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	s.rng = seed | 1
 	s.lastPath = -1
 	s.rtt.init(cfg)
-	s.rto = cfg.InitialRTO
+	// The handshake may have measured the round trip already (§8.4).
+	s.rto = s.rtt.rto(cfg.InitialRTO)
 	s.reoMult = 1
 }
 
