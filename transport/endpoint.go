@@ -362,6 +362,12 @@ func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 	if c.state != StateEstablished {
 		return 0, 0, false
 	}
+	if c.snd.hsProbe {
+		c.snd.hsProbe = false
+		if n = c.buildHandshakeProbe(now, buf); n > 0 {
+			return n, -1, false // the ACCEPT's entropy, so its route
+		}
+	}
 	if c.rcv.hasControl() {
 		n = c.buildControl(now, buf)
 		// Acks ride the connection's own active paths, round-robin, so
@@ -396,7 +402,7 @@ func (c *Conn) hasOutput() bool {
 	if c.state != StateEstablished {
 		return false
 	}
-	return c.rcv.hasControl() || len(c.snd.probesOwed) > 0 || c.snd.hasData()
+	return c.rcv.hasControl() || len(c.snd.probesOwed) > 0 || c.snd.hsProbe || c.snd.hasData()
 }
 
 func (e *Endpoint) markReady(c *Conn) {

@@ -46,6 +46,9 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		} else {
 			c.acceptAt = now
 			c.acceptSends++
+			// Right behind it, on the same route, a PROBE: its ack is
+			// the acceptor's first RTT sample (§8.4).
+			c.snd.hsProbe = !c.snd.rtt.have
 		}
 	case wire.OpDisconnect:
 		h.Reason = wire.ReasonClosed

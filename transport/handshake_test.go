@@ -71,7 +71,9 @@ func TestConnectFloodHoldsNoState(t *testing.T) {
 
 // TestHandshakeCookie (§7.3): the cookie from a CHALLENGE opens exactly one
 // connection; it is bound to the address it was issued to; a repeated
-// CONNECT re-sends ACCEPT without a second connection; it expires.
+// CONNECT re-sends ACCEPT without a second connection; it expires. Each
+// ACCEPT is followed by the PROBE that times the acceptor's first round
+// trip (§8.4).
 func TestHandshakeCookie(t *testing.T) {
 	e := listener(t)
 	e.Receive(0, addrC, false, connectPkt(77, 9, nil))
@@ -89,8 +91,11 @@ func TestHandshakeCookie(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		e.Receive(2, addrC, false, connectPkt(77, 9, cookie))
 		out = drain(t, e, 2)
-		if len(out) != 1 || out[0].Prefix().Opcode() != wire.OpAccept {
-			t.Fatalf("CONNECT %d with cookie: want ACCEPT, got %v", i, out)
+		if len(out) != 2 || out[0].Prefix().Opcode() != wire.OpAccept {
+			t.Fatalf("CONNECT %d with cookie: want ACCEPT and PROBE, got %v", i, out)
+		}
+		if pr := out[1].Prefix(); pr.Opcode() != wire.OpProbe || pr.DstConn() != 77 {
+			t.Fatalf("CONNECT %d: after the ACCEPT want a PROBE to conn 77, got %v", i, out[1])
 		}
 		if out[0].Conn().DstConn() != 77 || out[0].Conn().SrcConn() == 0 {
 			t.Fatalf("ACCEPT ids dst %d src %d", out[0].Conn().DstConn(), out[0].Conn().SrcConn())

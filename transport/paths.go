@@ -564,11 +564,38 @@ func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
 	return 0, 0
 }
 
+// buildHandshakeProbe writes the acceptor's handshake PROBE (§8.4): on
+// path 0's sequence but sent with the connection's control entropy, the
+// ACCEPT's, so it follows the ACCEPT and arrives after it. It measures
+// the connection's round trip, not path 0: its fate is kept out of the
+// path's health and RTT.
+func (c *Conn) buildHandshakeProbe(now Time, buf []byte) int {
+	s := &c.snd
+	p := &s.paths[0]
+	if p.full() {
+		return 0
+	}
+	seq := p.nextSeq
+	p.nextSeq++
+	if p.ring[seq&p.mask].lost {
+		p.lostMarks--
+	}
+	p.ring[seq&p.mask] = txRec{sent: now, live: true, probe: true, hs: true}
+	p.inflight++
+	h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
+		PathID: 0, PathSeq: seq, Timestamp: uint64(now)}
+	h.Put(buf)
+	wire.Seal(buf[:wire.DataLen+wire.TrailerLen])
+	c.ep.stats.ProbesSent++
+	return wire.DataLen + wire.TrailerLen
+}
+
 // txRec is one transmission on a path.
 type txRec struct {
 	sent  Time
 	psn   wire.PSN
 	live  bool
+	hs    bool // the handshake probe: times the connection, not the path
 	probe bool // a PROBE, not data: resolves only the path's health
 	// declared lost; a later SACK of it means the loss was spurious
 	// (it was only late), which widens the reorder window

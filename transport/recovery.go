@@ -83,8 +83,14 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 	thresh := uint32(c.ep.cfg.ReorderPackets)
 	progress := false
 	acked := 0
+	hs := false // the ack resolved the handshake probe
 	c.ep.stats.CEEchoed += uint64(a.CECount())
-	defer func() { p.sample(rtt, acked, int(a.CECount())) }()
+	defer func() {
+		if hs && acked == 0 {
+			return // it timed the control route, not this path
+		}
+		p.sample(rtt, acked, int(a.CECount()))
+	}()
 	for seq := p.oldest; int32(seq-h) <= 0; seq++ {
 		t := &p.ring[seq&p.mask]
 		if !t.live {
@@ -94,6 +100,10 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 		if back < wire.SackBits && a.Received(back) {
 			t.live = false
 			p.inflight--
+			if t.hs {
+				hs = true
+				continue
+			}
 			acked++
 			if t.sent > s.newestAckedSent {
 				s.newestAckedSent = t.sent
@@ -257,6 +267,9 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	}
 	t.live = false
 	p.inflight--
+	if t.hs {
+		return
+	}
 	c.pathLost(p, now, t.probe)
 	if t.probe {
 		return

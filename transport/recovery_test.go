@@ -12,15 +12,25 @@ import (
 // TestHandshakeRTT (§8.4): both ends leave the handshake with a round
 // trip to time their first data by, rather than the InitialRTO. The
 // initiator samples its CHALLENGE, which echoes its CONNECT; the acceptor
-// bounds the RTT by its ACCEPT and the initiator's first packet. So a
-// lost first window from the acceptor is resent after a few round trips,
-// not after the 1 ms InitialRTO.
+// the PROBE it sends behind its ACCEPT, or, when that is lost, bounds the
+// RTT by its ACCEPT and the initiator's first packet. So a lost first
+// window from the acceptor is resent after a few round trips, not after
+// the 1 ms InitialRTO.
 func TestHandshakeRTT(t *testing.T) {
+	for _, probeLost := range []bool{false, true} {
+		t.Run(map[bool]string{false: "probe", true: "bound"}[probeLost], func(t *testing.T) { handshakeRTT(t, probeLost) })
+	}
+}
+
+func handshakeRTT(t *testing.T, probeLost bool) {
 	var drops int
 	armed := false
 	var toA uint32 // A's connection id: B's data carries it
 	link := sim.DefaultLink
 	link.Drop = dropIf(func(now sim.Time, d wire.Data) bool {
+		if probeLost && d.Opcode() == wire.OpProbe {
+			return true
+		}
 		if armed && d.DstConn() == toA && d.Flags()&wire.FlagRetx == 0 {
 			drops++
 			return true
@@ -39,12 +49,15 @@ func TestHandshakeRTT(t *testing.T) {
 	if p.ca == nil || p.cb == nil {
 		t.Fatal("not connected")
 	}
-	rtt := p.ca.Stats().SRTT
-	if base := 2 * link.Delay; rtt < base || rtt > 4*base {
+	p.idle(100 * time.Microsecond)
+	base := 2 * link.Delay
+	if rtt := p.ca.Stats().SRTT; rtt < base || rtt > 4*base {
 		t.Errorf("initiator's RTT after the handshake %v, want about %v", rtt, base)
 	}
-	if p.cb.Stats().SRTT != 0 {
-		t.Fatalf("acceptor has an RTT sample before sending anything: %v", p.cb.Stats().SRTT)
+	if rtt := p.cb.Stats().SRTT; !probeLost && (rtt < base || rtt > 4*base) {
+		t.Errorf("acceptor's RTT after the handshake %v, want about %v", rtt, base)
+	} else if probeLost && rtt != 0 {
+		t.Fatalf("acceptor has an RTT sample with its probe lost: %v", rtt)
 	}
 	// A's first packet gives B its bound; then B's first transmissions
 	// are all lost.

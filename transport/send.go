@@ -105,7 +105,10 @@ type sender struct {
 	lastPath   int
 	rng        uint64
 	probesOwed []uint16
-	pathTimer  Time // next run of the path health loop
+	// hsProbe: the acceptor owes the PROBE that follows its ACCEPT
+	// (handshake.go).
+	hsProbe   bool
+	pathTimer Time // next run of the path health loop
 	// newestAckedSent is the send time of the newest transmission acked
 	// on any path: the yardstick for overdue paths.
 	newestAckedSent Time
