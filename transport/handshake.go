@@ -131,7 +131,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		// on the InitialRTO (§8.4). An echo of an earlier CONNECT would
 		// overstate the round trip, so only the latest counts.
 		if Time(p.Timestamp()) == c.connectAt && !c.snd.rtt.have {
-			c.snd.rtt.sample(Duration(now - c.connectAt))
+			c.snd.rtt.sampleHandshake(Duration(now - c.connectAt))
 			c.snd.rto = c.snd.rtt.rto(e.cfg.InitialRTO)
 		}
 		e.touch(c)

@@ -31,7 +31,14 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	var rtt Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
 		rtt = Duration(now-Time(ts)) - Duration(a.AckDelay())
-		s.rtt.sample(rtt)
+		if t := &p.ring[h&p.mask]; t.hs && t.live && pid == 0 {
+			// The handshake probe's answer: an RTO's worth of RTT,
+			// not a data packet's (no minimum, no controller sample).
+			s.rtt.sampleHandshake(rtt)
+			rtt = 0
+		} else {
+			s.rtt.sample(rtt)
+		}
 		if rtt > 0 {
 			c.ep.stats.RTT.Observe(rtt)
 		}

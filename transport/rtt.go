@@ -37,7 +37,7 @@ func (r *rttEstimator) sample(d Duration) {
 		r.srtt, r.rttvar, r.min, r.have = d, d/2, d, true
 		return
 	}
-	if d < r.min {
+	if r.min == 0 || d < r.min {
 		r.min = d
 	}
 	// alpha = 1/8, beta = 1/4 (RFC 6298 §2.3).
@@ -47,6 +47,17 @@ func (r *rttEstimator) sample(d Duration) {
 	}
 	r.rttvar += (diff - r.rttvar) / 4
 	r.srtt += (d - r.srtt) / 8
+}
+
+// sampleHandshake takes a handshake packet's round trip as the first
+// sample for the RTO, but not as the minimum: a 68-byte handshake packet
+// crosses the fabric faster than a full data packet, and the congestion
+// controller's delay target rests on the minimum (§8.4).
+func (r *rttEstimator) sampleHandshake(d Duration) {
+	if d <= 0 || r.have {
+		return
+	}
+	r.srtt, r.rttvar, r.latest, r.have = d, d/2, d, true
 }
 
 // rto is srtt + 4 rttvar, clamped (RFC 6298 §2.3, §2.4). Before the
