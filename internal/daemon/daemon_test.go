@@ -176,19 +176,30 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 	}
 }
 
-// TestGeneratorNeedsPrivilege: an application that may use the socket
-// may not drive the built-in generator.
-func TestGeneratorNeedsPrivilege(t *testing.T) {
+// TestExposeNeedsPrivilege: an application that may use the socket may
+// not open the compliance memory to remote peers.
+func TestExposeNeedsPrivilege(t *testing.T) {
 	d := &Daemon{}
 	other := proto.Cred{UID: uint32(os.Getuid()) + 4242, GID: 4242}
-	for _, op := range []string{"arm", "write", "expose"} {
-		_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
-		var pe *proto.Error
-		if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
-			t.Errorf("%s from uid %d: %v, want %s", op, other.UID, err, proto.CodeDenied)
-		}
+	_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: "expose", Seq: 1}, []byte(`{"v":1,"seq":1,"op":"expose"}`), nil)
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
+		t.Errorf("expose from uid %d: %v, want %s", other.UID, err, proto.CodeDenied)
 	}
 	if !privileged(proto.Cred{UID: 0}) || !privileged(proto.Cred{UID: uint32(os.Getuid())}) {
 		t.Error("root or the daemon's own user refused")
+	}
+}
+
+// TestNoGenerator: the built-in traffic generator's operations are gone
+// (traffic comes from applications), even for root.
+func TestNoGenerator(t *testing.T) {
+	d := &Daemon{}
+	for _, op := range []string{"arm", "write", "target"} {
+		_, err := d.fallback(t.Context(), proto.Cred{UID: 0}, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
+		var pe *proto.Error
+		if !errors.As(err, &pe) || pe.Code != proto.CodeUnknownOp {
+			t.Errorf("%s: %v, want %s", op, err, proto.CodeUnknownOp)
+		}
 	}
 }
