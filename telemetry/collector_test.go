@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/gentest"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -26,7 +27,7 @@ import (
 // have a connection to report after the writer's has closed.
 type pair struct {
 	a, b   *dataplane.Engine
-	res    dataplane.GenResult
+	res    gentest.Result
 	cancel context.CancelFunc
 	errs   chan error
 }
@@ -40,13 +41,13 @@ func newPair(t *testing.T, messages int) *pair {
 		t.Fatal(err)
 	}
 	epB, _ := transport.NewEndpoint(transport.Config{}, b)
-	gc := dataplane.GenConfig{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
-	w, err := dataplane.NewWriter(gc)
+	gc := gentest.Config{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
+	w, err := gentest.NewWriter(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &pair{errs: make(chan error, 2)}
-	tgt := dataplane.NewTarget(gc, epB)
+	tgt := gentest.NewTarget(gc, epB)
 	p.a = dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
 	p.b = dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,7 +58,7 @@ func newPair(t *testing.T, messages int) *pair {
 	select {
 	case p.res = <-w.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatal("generator did not finish in 60s")
+		t.Fatal("writer did not finish in 60s")
 	}
 	if p.res.Err != "" || p.res.Completed != messages {
 		t.Fatalf("writer: %+v", p.res)
@@ -65,7 +66,7 @@ func newPair(t *testing.T, messages int) *pair {
 	// An idle connection that stays up, for the per-connection series.
 	up := make(chan struct{})
 	if err := p.a.Do(context.Background(), func(now transport.Time) {
-		epA.Connect(now, b, dataplane.GenService, transport.NewMemoryTable())
+		epA.Connect(now, b, gentest.Service, transport.NewMemoryTable())
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestWalkInChunks(t *testing.T) {
 	// Two more idle connections, so three chunks.
 	p.a.Do(context.Background(), func(now transport.Time) {
 		for range 2 {
-			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), dataplane.GenService, transport.NewMemoryTable())
+			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), gentest.Service, transport.NewMemoryTable())
 		}
 	})
 	for i := 0; i < 1000; i++ {
