@@ -14,6 +14,7 @@ import (
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/apptest"
 	"github.com/metaroce/metaroce/internal/testnet"
 	"github.com/metaroce/metaroce/telemetry"
 )
@@ -151,9 +152,9 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 		c := startDaemonQueues(t, ctx, h, config.BackendAFXDP, []int{0, 1})
 		socks[i] = c.path
 	}
-	ca, cb := dialClient(t, socks[0]), dialClient(t, socks[1])
+	ca, cb := apptest.Dial(t, socks[0]), apptest.Dial(t, socks[1])
 	const n = 1 << 20
-	src, dst := registerRegion(t, ca, n), registerRegion(t, cb, n)
+	src, dst := apptest.Region(t, ca, n, client.LocalWrite), apptest.Region(t, cb, n, client.LocalWrite|client.RemoteWrite)
 	for round, engines := range [][2]int{{1, 0}, {0, 1}, {1, 1}} {
 		qa, qb := connectQPs(t, ctx, ca, cb, s.Hosts[1].IPv4, engines[0], engines[1])
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/client"
+	"github.com/metaroce/metaroce/internal/apptest"
 )
 
 // The tests make traffic as applications do: a client session on each
@@ -43,9 +44,9 @@ type writeFlow struct {
 // from an earlier round shows: every byte of every message is checked.
 func writeVerified(t *testing.T, ctx context.Context, sockA, sockB string, peer netip.Addr, engine, messages, size int) writeFlow {
 	t.Helper()
-	ca, cb := dialClient(t, sockA), dialClient(t, sockB)
+	ca, cb := apptest.Dial(t, sockA), apptest.Dial(t, sockB)
 	round := max(1, min(messages, verifyRegion/size))
-	src, dst := registerRegion(t, ca, round*size), registerRegion(t, cb, round*size)
+	src, dst := apptest.Region(t, ca, round*size, client.LocalWrite), apptest.Region(t, cb, round*size, client.LocalWrite|client.RemoteWrite)
 	var f writeFlow
 	f.qa, f.qb = connectQPs(t, ctx, ca, cb, peer, engine, engine)
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -112,32 +113,6 @@ func connectQPs(t *testing.T, ctx context.Context, ca, cb *client.Client, peer n
 		t.Fatalf("engines %d, %d: accept: %v", ea, eb, err)
 	}
 	return qa, qb
-}
-
-func dialClient(t *testing.T, sock string) *client.Client {
-	t.Helper()
-	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// registerRegion allocates n bytes and registers them for local and
-// remote writes.
-func registerRegion(t *testing.T, c *client.Client, n int) *client.MR {
-	t.Helper()
-	m, err := client.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	mr, err := c.RegisterMemory(m, 0, n, client.LocalWrite|client.RemoteWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mr
 }
 
 // randomBytes fills b (a multiple of 8 bytes long) from seed.
