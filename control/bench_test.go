@@ -27,9 +27,9 @@ func BenchmarkPostToCompletion(b *testing.B) {
 	for _, size := range []int{64, 65536} {
 		b.Run(sizeName(size), func(b *testing.B) {
 			ha, hb := apptest.Pair(b)
-			ca, cb := dial(b, ha.Sock), dial(b, hb.Sock)
-			src := region(b, ca, size, 0)
-			dst := region(b, cb, size, client.RemoteWrite)
+			ca, cb := apptest.Dial(b, ha.Sock), apptest.Dial(b, hb.Sock)
+			src := apptest.Region(b, ca, size, 0)
+			dst := apptest.Region(b, cb, size, client.RemoteWrite)
 			qa, _ := pair(b, ca, cb, hb.Addr)
 			var c [1]client.Completion
 			b.SetBytes(int64(size))

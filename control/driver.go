@@ -16,7 +16,7 @@ const wrBatch = 64
 // dataplane.Sleeper that serves the queue pairs placed on one engine. Every
 // field is owned by the engine goroutine; the Server reaches them only
 // through Engine.Do. Completions of connections that are not a queue
-// pair's go to Inner (the daemon's traffic generator, say).
+// pair's go to Inner (the daemon's compliance memory, once exposed).
 type EngineDriver struct {
 	Inner dataplane.Driver
 

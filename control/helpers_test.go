@@ -27,31 +27,6 @@ func newHosts(t testing.TB, loss float64, limits config.Limits) (*apptest.Host, 
 		apptest.Start(t, b, lb, transport.Config{}, limits, filepath.Join(dir, "b.sock"))
 }
 
-func dial(t testing.TB, sock string) *client.Client {
-	t.Helper()
-	c, err := client.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// region allocates and registers n bytes.
-func region(t testing.TB, c *client.Client, n int, access client.Access) *client.MR {
-	t.Helper()
-	m, err := client.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	mr, err := c.RegisterMemory(m, 0, n, access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mr
-}
-
 // pair connects a queue pair of ca to one of cb.
 func pair(t testing.TB, ca *client.Client, cb *client.Client, b netip.Addr) (*client.QP, *client.QP) {
 	t.Helper()

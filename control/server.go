@@ -34,7 +34,7 @@ type Engine struct {
 }
 
 // Fallback answers requests whose operation the server does not know
-// (the daemon's own operations: status, the generator). raw is the whole
+// (the daemon's own operations: status, watch, expose). raw is the whole
 // request. The reply is sent as returned (it should carry the request's
 // V and Seq); a nil reply sends nothing. Before it, an operation may
 // stream chunked values through conn (proto.Conn.SendChunked).
@@ -320,7 +320,8 @@ func (s *Server) deregister(ctx context.Context, ss *session, key uint32) error 
 // newQPN draws a queue pair number no live queue pair has, with e's tag
 // in its low bits. Random, so a number seen once says nothing about the
 // next (they are the services a peer may connect to); never 0, and below
-// 2^24, so never the daemon generator's service (dataplane.GenService).
+// 2^24, so never a service the daemon listens on for itself (the
+// compliance suite's, "cmpl" and "cmpm", are above it).
 func (s *Server) newQPN(e *Engine) uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

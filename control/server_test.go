@@ -53,10 +53,10 @@ func registerUnsealed(t *testing.T, h *apptest.Host) proto.Code {
 // drops 1% of packets, checking every byte where it lands.
 func TestVerbs(t *testing.T) {
 	ha, hb := newHosts(t, 0.01, config.Limits{})
-	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
 	const n = 1 << 20
-	src := region(t, ca, n, client.LocalWrite)
-	dst := region(t, cb, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
+	src := apptest.Region(t, ca, n, client.LocalWrite)
+	dst := apptest.Region(t, cb, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
 	qa, qb := pair(t, ca, cb, hb.Addr)
 
 	// WRITE, then WRITE with immediate: the peer sees the immediate.
@@ -112,10 +112,10 @@ func TestVerbs(t *testing.T) {
 // error at the sender; the connection stays usable.
 func TestForgedAndStaleKeys(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
-	src := region(t, ca, 65536, 0)
-	dst := region(t, cb, 65536, client.RemoteWrite)
-	other := region(t, cb, 65536, client.RemoteRead) // no remote write
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
+	src := apptest.Region(t, ca, 65536, 0)
+	dst := apptest.Region(t, cb, 65536, client.RemoteWrite)
+	other := apptest.Region(t, cb, 65536, client.RemoteRead) // no remote write
 	qa, _ := pair(t, ca, cb, hb.Addr)
 	fill(src.Bytes(), 9)
 	for _, tc := range []struct {
@@ -151,7 +151,7 @@ func TestForgedAndStaleKeys(t *testing.T) {
 		t.Errorf("stale key: completion %v, want a remote access error", c.Err())
 	}
 	// Still usable with a good key.
-	ok := region(t, cb, 65536, client.RemoteWrite)
+	ok := apptest.Region(t, cb, 65536, client.RemoteWrite)
 	if err := qa.PostWrite(3, src, 0, 65536, ok.Addr, ok.Key); err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +166,9 @@ func TestForgedAndStaleKeys(t *testing.T) {
 // with a local protection completion.
 func TestLocalErrors(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
-	src := region(t, ca, 8192, 0)
-	dst := region(t, cb, 8192, client.RemoteWrite|client.RemoteRead)
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
+	src := apptest.Region(t, ca, 8192, 0)
+	dst := apptest.Region(t, cb, 8192, client.RemoteWrite|client.RemoteRead)
 	qa, _ := pair(t, ca, cb, hb.Addr)
 	if err := qa.PostWrite(1, src, 4096, 8192, dst.Addr, dst.Key); !errors.Is(err, client.ErrOutOfRange) {
 		t.Errorf("range beyond the region: %v", err)
@@ -230,7 +230,7 @@ func TestLimitsAndReclaim(t *testing.T) {
 // TestBadRegistrations: memory the daemon cannot safely map is refused.
 func TestBadRegistrations(t *testing.T) {
 	ha, _ := newHosts(t, 0, config.Limits{})
-	c := dial(t, ha.Sock)
+	c := apptest.Dial(t, ha.Sock)
 	m, err := client.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestBadRegistrations(t *testing.T) {
 // ErrDaemonGone, and later calls fail the same way.
 func TestDaemonGone(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
-	ca, cb := dial(t, ha.Sock), dial(t, hb.Sock)
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
 	qa, _ := pair(t, ca, cb, hb.Addr)
 	errc := make(chan error, 1)
 	go func() {
@@ -270,8 +270,8 @@ func TestDaemonGone(t *testing.T) {
 // and a wait for a completion that cannot come ends with its context.
 func TestSendQueueFullAndDeadline(t *testing.T) {
 	ha, _ := newHosts(t, 0, config.Limits{})
-	c := dial(t, ha.Sock)
-	mr := region(t, c, 4096, 0)
+	c := apptest.Dial(t, ha.Sock)
+	mr := apptest.Region(t, c, 4096, 0)
 	q, err := c.CreateQP(client.QPOptions{SQSlots: 2, CQSlots: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@
 // A loop iteration reads the clock once, takes a batch of received
 // packets from its Link and hands each to the transport (which places
 // payload into registered memory), gives the frames back, fires due
-// timers, reports completions to its Driver (the traffic generator now,
-// the shared-memory queue pairs later), then reserves a batch of transmit
+// timers, reports completions to its Driver (the daemon's: the
+// applications' shared-memory queue pairs), then reserves a batch of transmit
 // buffers, lets the transport write packets straight into them, and
 // submits the batch with at most one syscall.
 //

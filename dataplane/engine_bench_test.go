@@ -1,10 +1,12 @@
-package dataplane
+package dataplane_test
 
 import (
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/gentest"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -36,33 +38,33 @@ func newFakePair(a, b netip.Addr, frames, size int) (*fakeLink, *fakeLink) {
 	return x, y
 }
 
-func (l *fakeLink) Receive(batch []RxPacket) int {
+func (l *fakeLink) Receive(batch []dataplane.RxPacket) int {
 	n := min(len(batch), len(l.inbox))
 	for i := 0; i < n; i++ {
 		f := l.inbox[i]
-		batch[i] = RxPacket{Payload: l.peer.bufs[f][:l.peer.lens[f]], From: l.peer.local, Handle: uint64(f)}
+		batch[i] = dataplane.RxPacket{Payload: l.peer.bufs[f][:l.peer.lens[f]], From: l.peer.local, Handle: uint64(f)}
 	}
 	l.inbox = append(l.inbox[:0], l.inbox[n:]...)
 	return n
 }
 
-func (l *fakeLink) Release(batch []RxPacket) {
+func (l *fakeLink) Release(batch []dataplane.RxPacket) {
 	for i := range batch {
 		l.peer.free = append(l.peer.free, int(batch[i].Handle))
 	}
 }
 
-func (l *fakeLink) ReserveTx(batch []TxPacket) int {
+func (l *fakeLink) ReserveTx(batch []dataplane.TxPacket) int {
 	n := min(len(batch), len(l.free))
 	for i := 0; i < n; i++ {
 		f := l.free[len(l.free)-1-i]
-		batch[i] = TxPacket{Buf: l.bufs[f], Handle: uint64(f)}
+		batch[i] = dataplane.TxPacket{Buf: l.bufs[f], Handle: uint64(f)}
 	}
 	l.free = l.free[:len(l.free)-n]
 	return n
 }
 
-func (l *fakeLink) SubmitTx(batch []TxPacket) error {
+func (l *fakeLink) SubmitTx(batch []dataplane.TxPacket) error {
 	for i := range batch {
 		f := int(batch[i].Handle)
 		if batch[i].Len == 0 {
@@ -76,28 +78,29 @@ func (l *fakeLink) SubmitTx(batch []TxPacket) error {
 }
 
 func (l *fakeLink) Poll(time.Duration) error { return nil }
-func (l *fakeLink) Info() LinkInfo           { return LinkInfo{Backend: "fake"} }
+func (l *fakeLink) Info() dataplane.LinkInfo { return dataplane.LinkInfo{Backend: "fake"} }
 func (l *fakeLink) Close() error             { return nil }
 
 // BenchmarkEngineLoop runs two engines (writer and target) over the fake
 // link on one goroutine and reports the cost of the whole loop, both ends,
 // per data packet delivered: RX batch, transport, placement, completions,
-// TX batch, generator. ns/op is per data packet; allocs should be 0.
+// TX batch, and the writer and target (internal/gentest). ns/op is per
+// data packet; allocs should be 0.
 func BenchmarkEngineLoop(b *testing.B) {
 	a, bb := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	la, lb := newFakePair(a, bb, 4096, 9000)
 	epA, _ := transport.NewEndpoint(transport.Config{Seed: 1}, a)
 	epB, _ := transport.NewEndpoint(transport.Config{Seed: 2}, bb)
-	gc := GenConfig{Size: 65536, Slots: 16, Seed: 1, Peer: bb, Messages: b.N/40 + 20000, Streams: 4}
-	w, _ := NewWriter(gc)
-	tgt := NewTarget(gc, epB)
-	ea := NewEngine(EngineConfig{}, la, epA, w)
-	eb := NewEngine(EngineConfig{}, lb, epB, tgt)
+	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 1, Peer: bb, Messages: b.N/40 + 20000, Streams: 4}
+	w, _ := gentest.NewWriter(gc)
+	tgt := gentest.NewTarget(gc, epB)
+	ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
+	eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
 	now := transport.Time(0)
 	step := func() {
 		now += 2000
-		ea.iterate(now)
-		eb.iterate(now)
+		ea.Iterate(now)
+		eb.Iterate(now)
 	}
 	for i := 0; i < 2000; i++ { // connect and reach steady state
 		step()
@@ -107,8 +110,10 @@ func BenchmarkEngineLoop(b *testing.B) {
 	b.ResetTimer()
 	for epB.Stats().DataReceived-start < uint64(b.N) {
 		step()
-		if w.finished {
+		select {
+		case <-w.Done():
 			b.Fatal("the writer ran out of messages")
+		default:
 		}
 	}
 	b.StopTimer()

@@ -1,4 +1,4 @@
-package dataplane
+package dataplane_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/gentest"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -14,32 +16,32 @@ import (
 // in-memory twin with 1% loss: every message is verified at the target.
 func TestEnginesOverMemLink(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	la, lb := NewMemPair(a, b, 9000, 0.01, 1)
+	la, lb := dataplane.NewMemPair(a, b, 9000, 0.01, 1)
 	epA, err := transport.NewEndpoint(transport.Config{}, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	epB, _ := transport.NewEndpoint(transport.Config{}, b)
-	gc := GenConfig{Size: 65536, Slots: 8, Seed: 3, Peer: b, Messages: 400, Streams: 2}
-	w, err := NewWriter(gc)
+	gc := gentest.Config{Size: 65536, Slots: 8, Seed: 3, Peer: b, Messages: 400, Streams: 2}
+	w, err := gentest.NewWriter(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := NewTarget(gc, epB)
+	tgt := gentest.NewTarget(gc, epB)
 	var verified atomic.Int64
-	tgt.Report = func(s TargetStats) { verified.Store(int64(s.Verified)) }
-	ea := NewEngine(EngineConfig{}, la, epA, w)
-	eb := NewEngine(EngineConfig{}, lb, epB, tgt)
+	tgt.Report = func(s gentest.TargetStats) { verified.Store(int64(s.Verified)) }
+	ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
+	eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan error, 2)
 	go func() { errs <- ea.Run(ctx) }()
 	go func() { errs <- eb.Run(ctx) }()
-	var res GenResult
+	var res gentest.Result
 	select {
 	case res = <-w.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatal("generator did not finish in 60s")
+		t.Fatal("writer did not finish in 60s")
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for verified.Load() < int64(gc.Messages) && time.Now().Before(deadline) {
@@ -64,9 +66,9 @@ func TestEnginesOverMemLink(t *testing.T) {
 // instead of spinning (counted, not timed).
 func TestIdleEngineSleeps(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	la, _ := NewMemPair(a, b, 2048, 0, 1)
+	la, _ := dataplane.NewMemPair(a, b, 2048, 0, 1)
 	ep, _ := transport.NewEndpoint(transport.Config{}, a)
-	e := NewEngine(EngineConfig{SpinIterations: 10, MaxSleep: 20 * time.Millisecond}, la, ep, nil)
+	e := dataplane.NewEngine(dataplane.EngineConfig{SpinIterations: 10, MaxSleep: 20 * time.Millisecond}, la, ep, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	e.Run(ctx)

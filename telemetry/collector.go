@@ -195,9 +195,6 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, msgsFailed, t.MessagesFailed, l...)
 	counter(ch, recvCompleted, t.RecvCompleted, l...)
 	ch <- histogram(rttHist, &t.RTT, l)
-	if h := e.CompletionLatency; h != nil {
-		ch <- histogram(completionLatency, h, l)
-	}
 	for st := transport.StateConnecting; st <= transport.StateFailed; st++ {
 		gauge(ch, connections, float64(e.Conns.ByState[st]), with(st.String())...)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/gentest"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -26,8 +27,7 @@ import (
 // have a connection to report after the writer's has closed.
 type pair struct {
 	a, b   *dataplane.Engine
-	lat    *transport.Histogram
-	res    dataplane.GenResult
+	res    gentest.Result
 	cancel context.CancelFunc
 	errs   chan error
 }
@@ -41,14 +41,13 @@ func newPair(t *testing.T, messages int) *pair {
 		t.Fatal(err)
 	}
 	epB, _ := transport.NewEndpoint(transport.Config{}, b)
-	gc := dataplane.GenConfig{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
-	w, err := dataplane.NewWriter(gc)
+	gc := gentest.Config{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
+	w, err := gentest.NewWriter(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pair{lat: new(transport.Histogram), errs: make(chan error, 2)}
-	w.Latency = p.lat
-	tgt := dataplane.NewTarget(gc, epB)
+	p := &pair{errs: make(chan error, 2)}
+	tgt := gentest.NewTarget(gc, epB)
 	p.a = dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
 	p.b = dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -59,7 +58,7 @@ func newPair(t *testing.T, messages int) *pair {
 	select {
 	case p.res = <-w.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatal("generator did not finish in 60s")
+		t.Fatal("writer did not finish in 60s")
 	}
 	if p.res.Err != "" || p.res.Completed != messages {
 		t.Fatalf("writer: %+v", p.res)
@@ -67,7 +66,7 @@ func newPair(t *testing.T, messages int) *pair {
 	// An idle connection that stays up, for the per-connection series.
 	up := make(chan struct{})
 	if err := p.a.Do(context.Background(), func(now transport.Time) {
-		epA.Connect(now, b, dataplane.GenService, transport.NewMemoryTable())
+		epA.Connect(now, b, gentest.Service, transport.NewMemoryTable())
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,17 +104,14 @@ func (p *pair) stop() {
 
 func (p *pair) engines() []Engine {
 	return []Engine{
-		{Iface: "a0", Engine: p.a, OnEngine: func(s *EngineSnapshot) {
-			h := *p.lat
-			s.CompletionLatency = &h
-		}},
+		{Iface: "a0", Engine: p.a},
 		{Iface: "b0", Engine: p.b},
 	}
 }
 
 // TestCollectorLint: the exposition passes client_golang's linter and
 // promtool, and says what happened: packets moved, nothing dropped on a
-// clean link, one latency sample per message, the idle connection listed.
+// clean link, every message completed, the idle connection listed.
 func TestCollectorLint(t *testing.T) {
 	const messages = 200
 	p := newPair(t, messages)
@@ -159,8 +155,8 @@ func TestCollectorLint(t *testing.T) {
 			t.Errorf("clean link: %v drops for %s", v, r)
 		}
 	}
-	if v := val("metaroce_completion_latency_seconds_count", "iface", "a0"); v != messages {
-		t.Errorf("latency samples %v, want %d", v, messages)
+	if v := val("metaroce_messages_completed_total", "iface", "a0"); v != messages {
+		t.Errorf("a completed %v messages, want %d", v, messages)
 	}
 	if v := val("metaroce_rtt_seconds_count", "iface", "a0"); v == 0 {
 		t.Error("no RTT samples")
@@ -203,7 +199,7 @@ func TestWalkInChunks(t *testing.T) {
 	// Two more idle connections, so three chunks.
 	p.a.Do(context.Background(), func(now transport.Time) {
 		for range 2 {
-			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), dataplane.GenService, transport.NewMemoryTable())
+			p.a.Endpoint().Connect(now, netip.MustParseAddr("10.0.0.2"), gentest.Service, transport.NewMemoryTable())
 		}
 	})
 	for i := 0; i < 1000; i++ {

@@ -89,7 +89,6 @@ var (
 	msgsFailed        = desc("messages_failed_total", "Messages completed with an error.", eng...)
 	recvCompleted     = desc("receives_completed_total", "Receive completions.", eng...)
 	rttHist           = desc("rtt_seconds", "RTT samples from acks, all connections and paths.", eng...)
-	completionLatency = desc("completion_latency_seconds", "Time from posting a work request to its completion.", eng...)
 	connections       = desc("connections", "Connections by state.", engL("state")...)
 	paths             = desc("paths", "Logical paths of all connections, by state.", engL("state")...)
 

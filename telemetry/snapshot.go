@@ -30,10 +30,6 @@ type Engine struct {
 	// XDP is the interface's steering program (shared by the interface's
 	// engines, read once per interface), nil without one.
 	XDP *bpf.Program
-	// OnEngine, if set, runs on the engine goroutine inside the snapshot
-	// closure, for the owner to add what it keeps there (the traffic
-	// generator's completion latency).
-	OnEngine func(s *EngineSnapshot)
 }
 
 // Options choose what a snapshot holds.
@@ -103,9 +99,6 @@ type EngineSnapshot struct {
 	Conns ConnSummary `json:"conns"`
 	// Top are the connections that moved the most bytes, most first.
 	Top []ConnSnapshot `json:"top,omitempty"`
-	// CompletionLatency is the time from posting a work request to its
-	// completion, when the engine has completions to time.
-	CompletionLatency *transport.Histogram `json:"completion_latency,omitempty"`
 	// Stall is the longest the snapshot held the engine goroutine in one
 	// visit: what reading the engine's state cost its dataplane at most.
 	Stall time.Duration `json:"stall_ns"`
@@ -214,7 +207,7 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 			if w, err := walk(ctx, en, opts); err == nil {
 				es.Responsive = true
 				es.Transport, es.AFXDP, es.Conns, es.Top = w.s.Transport, w.s.AFXDP, w.s.Conns, w.s.Top
-				es.CompletionLatency, es.Stall = w.s.CompletionLatency, w.s.Stall
+				es.Stall = w.s.Stall
 			}
 		})
 		if en.XDP != nil && !seen[en.XDP] {
@@ -337,9 +330,6 @@ func (w *walker) finish() {
 			w.s.Top[i] = connSnapshot(c, paths, w.opts.Paths)
 		}
 		sortTop(w.s.Top)
-	}
-	if w.en.OnEngine != nil {
-		w.en.OnEngine(&w.s)
 	}
 }
 

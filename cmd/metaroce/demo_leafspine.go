@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,8 +19,8 @@ import (
 
 // The leaf-spine demo: metaroce WRITEs from a host on leaf 0 to a host on
 // leaf 1 across four rate-limited spines, one spine failed mid-run, goodput
-// sampled every few milliseconds from the receiving daemon's verified
-// bytes; then the same with Linux TCP flows. docs/demo.md defines the
+// sampled every few milliseconds from the bytes the receiving application
+// verified (demo_leafspine_flow.go); then the same with Linux TCP flows. docs/demo.md defines the
 // windows and recovery_ms.
 
 // LeafSpineResult is the JSON of `metaroce demo -topology leafspine`.
@@ -224,32 +225,33 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		extra += "congestion: " + o.cc + "\n"
 	}
 	err = withDaemonsYAML(self, dir, o.backend, o.ipv6, a, b, extra, func(ca, cb *daemon.Client) error {
-		// A second session on the target's daemon for sampling: the first
-		// one is busy in genRun's calls, and a session answers in order.
-		poll, err := daemon.Dial(filepath.Join(dir, b.Label+"-"+o.backend+".sock"), 5*time.Second)
+		flow, err := openCutFlow(context.Background(), filepath.Join(dir, a.Label+"-"+o.backend+".sock"),
+			filepath.Join(dir, b.Label+"-"+o.backend+".sock"), peer, o.size)
 		if err != nil {
 			return err
 		}
-		defer poll.Close()
+		defer flow.close()
 		// Warm-up, and the rate that sizes the run: the run is a message
 		// count, so before + after at this rate (the after part takes
 		// longer once a spine is gone, which is fine).
 		warm := max(1, int(int64(o.spineRate)*int64(len(f.Spines))/8/5/int64(o.size))) // ~200 ms at line rate
-		g := daemon.GenParams{Peer: peer.String(), Messages: warm, Size: o.size, Slots: 16, Streams: 4, Seed: 11}
-		wr, ts, err := genRun(ca, cb, g)
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+		wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		wr := flow.run(wctx, warm, 11)
+		cancel()
+		if wr.Err != nil {
+			return fmt.Errorf("warm-up: %w", wr.Err)
 		}
-		if wr.Completed != warm || ts.Verified != warm || ts.Corrupt != 0 {
-			return fmt.Errorf("warm-up: %d of %d completed, %d verified, %d corrupt", wr.Completed, warm, ts.Verified, ts.Corrupt)
+		if wr.Completed != warm || wr.Verified != warm || wr.Corrupt != 0 {
+			return fmt.Errorf("warm-up: %d of %d completed, %d verified, %d corrupt", wr.Completed, warm, wr.Verified, wr.Corrupt)
 		}
-		// The warm-up includes the handshake and the paths' first RTTs,
-		// so it can come out low; half the fabric's capacity is a floor.
-		rate := max(wr.Gbps*1e9/8, float64(o.spineRate)*float64(len(f.Spines))/8/2) // bytes/s
+		// The warm-up includes the paths' first RTTs, so it can come out
+		// low; half the fabric's capacity is a floor.
+		warmRate := float64(wr.Bytes) / wr.End.Sub(start).Seconds()
+		rate := max(warmRate, float64(o.spineRate)*float64(len(f.Spines))/8/2) // bytes/s
 		msgs := int(rate * (o.before + o.after).Seconds() / float64(o.size))
 		res.Messages = msgs
-		g.Messages, g.Seed = msgs, 12
-		return runCutMetaroce(res, f, o, ca, cb, poll, g)
+		return runCutMetaroce(res, f, o, ca, flow, msgs)
 	})
 	if err != nil {
 		res.Errors = append(res.Errors, "metaroce: "+err.Error())
@@ -279,52 +281,37 @@ type sample struct {
 	bytes int64
 }
 
-// runCutMetaroce runs the writer, samples the target's verified bytes
-// every o.sample, fails the spine o.before after the start, and fills in
-// res.
-func runCutMetaroce(res *LeafSpineResult, f *testnet.LeafSpine, o leafSpineOpts, ca, cb, poll *daemon.Client, g daemon.GenParams) error {
-	if _, err := cb.Do(daemon.Request{Op: "arm", Gen: g}); err != nil {
-		return err
-	}
+// runCutMetaroce runs the flow for msgs messages, samples its verified
+// bytes every o.sample, fails the spine o.before after the start, and
+// fills in res.
+func runCutMetaroce(res *LeafSpineResult, f *testnet.LeafSpine, o leafSpineOpts, ca *daemon.Client, flow *cutFlow, msgs int) error {
 	c0, err := f.SpineCounts()
 	if err != nil {
 		return err
 	}
-	type writeDone struct {
-		r   *daemon.Response
-		err error
-	}
-	done := make(chan writeDone, 1)
+	// A transfer that stops making progress must not hang the demo: past
+	// this, the run gives up.
+	limit := 4*(o.before+o.after) + 30*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	done := make(chan flowResult, 1)
 	start := time.Now()
-	go func() {
-		r, err := ca.Do(daemon.Request{Op: "write", Gen: g})
-		done <- writeDone{r, err}
-	}()
+	go func() { done <- flow.run(ctx, msgs, 12) }()
 	var samples []sample
 	var cutAt time.Time
 	var cCut []testnet.SpineCount
-	var wd writeDone
+	var fr flowResult
 	var finished, cutting bool
 	cutc := make(chan cutDone, 1)
 	tick := time.NewTicker(o.sample)
 	defer tick.Stop()
-	// A transfer that stops making progress must not hang the demo: past
-	// this, give up (withDaemons then stops the daemons, which ends the
-	// write call).
-	deadline := time.After(4*(o.before+o.after) + 30*time.Second)
 	for !finished {
 		select {
-		case wd = <-done:
+		case fr = <-done:
 			finished = true
 		case <-tick.C:
-		case <-deadline:
-			return fmt.Errorf("the transfer did not finish within %v", 4*(o.before+o.after)+30*time.Second)
 		}
-		t, err := poll.Do(daemon.Request{Op: "target"})
-		if err != nil {
-			return err
-		}
-		samples = append(samples, sample{time.Now(), t.Target.Bytes})
+		samples = append(samples, sample{time.Now(), flow.verified.Load()})
 		if !cutting && time.Since(start) >= o.before {
 			// The cut and the counter reads are processes (nft) taking
 			// tens of ms: off the sampling loop, so the samples go on.
@@ -347,11 +334,11 @@ func runCutMetaroce(res *LeafSpineResult, f *testnet.LeafSpine, o leafSpineOpts,
 		}
 		cutAt, cCut = c.at, c.counts
 	}
-	if wd.err != nil {
-		return wd.err
+	if errors.Is(fr.Err, context.DeadlineExceeded) {
+		return fmt.Errorf("the transfer did not finish within %v", limit)
 	}
-	if wd.r.Result.Err != "" {
-		return errors.New(wd.r.Result.Err)
+	if fr.Err != nil {
+		return fr.Err
 	}
 	if cutAt.IsZero() {
 		return errors.New("the run ended before the cut: raise -after or -before")
@@ -360,30 +347,16 @@ func runCutMetaroce(res *LeafSpineResult, f *testnet.LeafSpine, o leafSpineOpts,
 	if err != nil {
 		return err
 	}
-	// The target verifies what the writer completed; wait for the last.
-	var ts = wd.r.Result
-	var tgt *dataplaneTarget
-	for i := 0; i < 300; i++ {
-		t, err := poll.Do(daemon.Request{Op: "target"})
-		if err != nil {
-			return err
-		}
-		tgt = t.Target
-		if tgt.Verified+tgt.Corrupt >= ts.Completed {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	res.MessagesLost = g.Messages - ts.Completed
-	res.BytesVerified = tgt.Bytes
-	res.DataVerified = tgt.Verified == g.Messages && tgt.Corrupt == 0 && tgt.Duplicates == 0
+	res.MessagesLost = msgs - fr.Completed
+	res.BytesVerified = fr.Bytes
+	res.DataVerified = fr.Verified == msgs && fr.Corrupt == 0 && fr.Duplicates == 0
 	if st, err := ca.Do(daemon.Request{Op: "status"}); err == nil && len(st.Engines) > 0 {
 		tr := st.Engines[0].Transport
 		res.Retransmitted, res.PathsRetired, res.PathsSuspected = tr.DataRetransmitted, tr.PathsRetired, tr.PathsSuspected
 	}
 	res.SpinePackets = spineShares(c0, cCut, c1)
 	res.CutSpineAfter = res.SpinePackets[o.cutSpine].After
-	m := measure(samples, start, cutAt, wd.r.Result.Elapsed, o.sample)
+	m := measure(samples, start, cutAt, fr.End.Sub(start), o.sample)
 	res.GoodputBefore, res.GoodputDuring, res.GoodputAfter = m.before, m.during, m.after
 	res.RecoveryMs, res.Recovered, res.Windows, res.Series = m.recoveryMs, m.recovered, m.windows, m.series
 	res.RecoveryResMs, res.MinAfterCut, res.StallMs = m.windows.SmoothMs, m.minDuring, m.stallMs
@@ -478,9 +451,8 @@ func measure(s []sample, start, cut time.Time, elapsed, step time.Duration) meas
 		}
 		return (bytesAt(b) - bytesAt(a)) * 8 / b.Sub(a).Seconds() / 1e9
 	}
-	// The transfer ends at the writer's last completion: start + elapsed
-	// (the writer's own clock started a little after ours, so this errs
-	// late by the control round trip; tailSkip covers it).
+	// The transfer ends at start + elapsed: metaroce's last WRITE
+	// completion, the end of the TCP run.
 	end := start.Add(elapsed)
 	bFrom := start.Add(warmUp)
 	aFrom, aTo := cut.Add(afterSkip), end.Add(-tailSkip)

@@ -9,22 +9,23 @@ import (
 
 	"github.com/metaroce/metaroce/bpf"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/gentest"
 	"github.com/metaroce/metaroce/internal/testnet"
 	"github.com/metaroce/metaroce/transport"
 	"github.com/metaroce/metaroce/wire"
 )
 
-// runPair runs a generator from A to B over AF_XDP on a testnet topology
+// runPair runs a writer from A to a target on B over AF_XDP on a testnet topology
 // and returns what both ends saw.
 type pairRun struct {
-	res    dataplane.GenResult
-	target dataplane.TargetStats
+	res    gentest.Result
+	target gentest.TargetStats
 	sa, sb transport.Stats
 	xdpB   bpf.Counters
 	linkB  Stats
 }
 
-func runPair(t *testing.T, a, b *testnet.Host, v6 bool, messages int) (dataplane.GenResult, dataplane.TargetStats, transport.Stats) {
+func runPair(t *testing.T, a, b *testnet.Host, v6 bool, messages int) (gentest.Result, gentest.TargetStats, transport.Stats) {
 	r := runPairWith(t, a, b, v6, messages, nil)
 	return r.res, r.target, r.sa
 }
@@ -56,12 +57,12 @@ func runPairWith(t *testing.T, a, b *testnet.Host, v6 bool, messages int, inject
 		t.Fatal(err)
 	}
 	epB, _ := transport.NewEndpoint(transport.Config{}, fb.Local)
-	gc := dataplane.GenConfig{Size: 65536, Slots: 16, Seed: 9, Peer: fb.Local, Messages: messages, Streams: 4}
-	w, err := dataplane.NewWriter(gc)
+	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 9, Peer: fb.Local, Messages: messages, Streams: 4}
+	w, err := gentest.NewWriter(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := dataplane.NewTarget(gc, epB)
+	tgt := gentest.NewTarget(gc, epB)
 	ea := dataplane.NewEngine(dataplane.EngineConfig{}, fa.Links[0], epA, w)
 	eb := dataplane.NewEngine(dataplane.EngineConfig{}, fb.Links[0], epB, tgt)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,13 +75,13 @@ func runPairWith(t *testing.T, a, b *testnet.Host, v6 bool, messages int, inject
 	} else {
 		close(injected)
 	}
-	var res dataplane.GenResult
+	var res gentest.Result
 	select {
 	case res = <-w.Done():
 	case <-time.After(120 * time.Second):
-		t.Error("generator did not finish in 120s")
+		t.Error("writer did not finish in 120s")
 	}
-	var st dataplane.TargetStats
+	var st gentest.TargetStats
 	eb.Do(context.Background(), func(transport.Time) { st = tgt.Stats() })
 	for i := 0; i < 1000 && st.Verified < messages; i++ {
 		time.Sleep(2 * time.Millisecond)

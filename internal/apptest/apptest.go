@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
@@ -88,4 +89,32 @@ func Start(t testing.TB, addr netip.Addr, link dataplane.Link, cfg transport.Con
 	go func() { h.Srv.Serve(ctx, ln); h.done <- struct{}{} }()
 	t.Cleanup(h.Stop)
 	return h
+}
+
+// Dial opens a client session on the control socket at sock, closed by
+// t.Cleanup.
+func Dial(t testing.TB, sock string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Region allocates n bytes and registers them with c for access; t.Cleanup
+// unmaps them.
+func Region(t testing.TB, c *client.Client, n int, access client.Access) *client.MR {
+	t.Helper()
+	m, err := client.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	mr, err := c.RegisterMemory(m, 0, n, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
 }

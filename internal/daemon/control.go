@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -24,60 +23,29 @@ import (
 // SOCK_SEQPACKET message each way (control/proto), every request with
 // "v":1 and a "seq" its answer echoes:
 //
-//	{"op":"status"}
-//	{"op":"arm", "gen":{...}}     make this daemon a generator target
-//	{"op":"write","gen":{...}}    run a writer to gen.peer and wait for it
-//	{"op":"target"}               the target's verification counts
+//	{"op":"status"}               engines, links, transport counters
 //	{"op":"watch",...}            a stream of telemetry snapshots (telemetry.go)
 //	{"op":"expose"}               memory for the compliance suite (expose.go)
+//
+// Traffic comes from applications (client/, `metaroce perf`): the daemon
+// has no traffic source of its own.
 
 // Request is a control request.
 type Request struct {
-	V   int       `json:"v"`
-	Seq uint64    `json:"seq"`
-	Op  string    `json:"op"`
-	Gen GenParams `json:"gen,omitempty"`
+	V   int    `json:"v"`
+	Seq uint64 `json:"seq"`
+	Op  string `json:"op"`
 	WatchParams
-}
-
-// GenParams are a generator run's parameters.
-type GenParams struct {
-	Peer     string `json:"peer,omitempty"`
-	Messages int    `json:"messages,omitempty"`
-	Size     int    `json:"size,omitempty"`
-	Slots    int    `json:"slots,omitempty"`
-	Streams  int    `json:"streams,omitempty"`
-	Seed     uint64 `json:"seed,omitempty"`
-	Latency  bool   `json:"latency,omitempty"`
-	Engine   int    `json:"engine,omitempty"`
-}
-
-func (p GenParams) config() (dataplane.GenConfig, error) {
-	c := dataplane.GenConfig{Size: p.Size, Slots: p.Slots, Seed: p.Seed, Messages: p.Messages,
-		Streams: p.Streams, Latency: p.Latency}
-	if p.Peer != "" {
-		a, err := netip.ParseAddr(p.Peer)
-		if err != nil {
-			return c, fmt.Errorf("peer: %w", err)
-		}
-		c.Peer = a
-	}
-	if c.Size <= 0 {
-		return c, errors.New("gen.size must be positive")
-	}
-	return c, nil
 }
 
 // Response is a control response.
 type Response struct {
-	V       int                    `json:"v"`
-	Seq     uint64                 `json:"seq"`
-	Code    proto.Code             `json:"code,omitempty"`
-	Error   string                 `json:"error,omitempty"`
-	Engines []EngineStatus         `json:"engines,omitempty"`
-	Result  *dataplane.GenResult   `json:"result,omitempty"`
-	Target  *dataplane.TargetStats `json:"target,omitempty"`
-	Expose  *Exposed               `json:"expose,omitempty"` // expose.go
+	V       int            `json:"v"`
+	Seq     uint64         `json:"seq"`
+	Code    proto.Code     `json:"code,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Engines []EngineStatus `json:"engines,omitempty"`
+	Expose  *Exposed       `json:"expose,omitempty"` // expose.go
 }
 
 // EngineStatus describes one engine.
@@ -150,9 +118,8 @@ func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, 
 		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)
 	}
 	resp := Response{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}
-	if (req.Op == "arm" || req.Op == "write" || req.Op == "expose") && !privileged(cred) {
-		// The generator sends traffic to any address, and it and the
-		// compliance memory (expose) open the daemon's memory to remote
+	if req.Op == "expose" && !privileged(cred) {
+		// The compliance memory opens the daemon's own memory to remote
 		// peers: for the operator, not for every application the
 		// socket's mode lets in.
 		return nil, proto.Errorf(proto.CodeDenied, "%s: only root or the daemon's user (uid %d) may use it", req.Op, os.Getuid())
@@ -192,77 +159,6 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 		return nil
 	case "watch":
 		return d.watch(ctx, req.WatchParams)
-	}
-	if req.Gen.Engine < 0 || req.Gen.Engine >= len(d.engines) {
-		return fmt.Errorf("gen.engine %d: have %d engines", req.Gen.Engine, len(d.engines))
-	}
-	en := d.engines[req.Gen.Engine]
-	switch req.Op {
-	case "arm":
-		// Every engine: a writer's CONNECT may reach any queue, and its
-		// connection then lives on the engine that got it.
-		gc, err := req.Gen.config()
-		if err != nil {
-			return err
-		}
-		for _, en := range d.engines {
-			if err := en.e.Do(ctx, func(transport.Time) { en.driver.ensureTarget(gc) }); err != nil {
-				return err
-			}
-		}
-		return nil
-	case "target":
-		var ts dataplane.TargetStats
-		armed := false
-		for _, en := range d.engines {
-			if err := en.e.Do(ctx, func(transport.Time) {
-				if t := en.driver.target; t != nil {
-					s := t.Stats()
-					ts.Verified += s.Verified
-					ts.Corrupt += s.Corrupt
-					ts.Duplicates += s.Duplicates
-					ts.Bytes += s.Bytes
-					armed = true
-				}
-			}); err != nil {
-				return err
-			}
-		}
-		if !armed {
-			return errors.New("no target armed")
-		}
-		resp.Target = &ts
-		return nil
-	case "write":
-		gc, err := req.Gen.config()
-		if err != nil {
-			return err
-		}
-		w, err := dataplane.NewWriter(gc)
-		if err != nil {
-			return err
-		}
-		var busy bool
-		if err := en.e.Do(ctx, func(transport.Time) {
-			if en.driver.writer != nil {
-				busy = true
-				return
-			}
-			en.driver.writer = w
-		}); err != nil {
-			return err
-		}
-		if busy {
-			return errBusy
-		}
-		defer en.e.Do(context.Background(), func(transport.Time) { en.driver.writer = nil })
-		select {
-		case res := <-w.Done():
-			resp.Result = &res
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 	return proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", req.Op)
 }

@@ -24,7 +24,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -73,17 +72,19 @@ type Reload struct {
 
 // engine is one running engine and what it needs to report.
 type engine struct {
-	iface  string
-	e      *dataplane.Engine
-	ep     *transport.Endpoint
-	link   dataplane.Link
-	xdp    *afxdp.Iface  // nil for the UDP backend; set on the interface's first engine only
-	prog   *bpf.Program  // the interface's XDP program (every engine of it), nil for UDP
-	afx    *afxdp.Link   // the AF_XDP link, nil for UDP
-	udp    *udplink.Link // the UDP link, nil for AF_XDP
-	driver *genDriver
-	ctl    *control.EngineDriver // queue pairs of applications; wraps driver
-	local  netip.Addr
+	iface string
+	e     *dataplane.Engine
+	ep    *transport.Endpoint
+	link  dataplane.Link
+	xdp   *afxdp.Iface  // nil for the UDP backend; set on the interface's first engine only
+	prog  *bpf.Program  // the interface's XDP program (every engine of it), nil for UDP
+	afx   *afxdp.Link   // the AF_XDP link, nil for UDP
+	udp   *udplink.Link // the UDP link, nil for AF_XDP
+	// ctl serves the applications' queue pairs; the completions of
+	// other connections go to its Inner, which the expose op sets
+	// (expose.go) and is nil until then.
+	ctl   *control.EngineDriver
+	local netip.Addr
 }
 
 // Daemon is a running metaroced.
@@ -241,8 +242,8 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		if err != nil {
 			return fail(err)
 		}
-		en := &engine{iface: ic.Name, link: l, ep: ep, local: local, driver: newGenDriver(ep)}
-		if en.ctl, err = control.NewEngineDriver(en.driver); err != nil {
+		en := &engine{iface: ic.Name, link: l, ep: ep, local: local}
+		if en.ctl, err = control.NewEngineDriver(nil); err != nil {
 			return nil, err
 		}
 		if i == 0 {
@@ -331,51 +332,6 @@ func ifaceAddr(name string, v6 bool) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	return afxdp.InterfaceAddr(ifi, v6)
-}
-
-var errBusy = errors.New("a generator run is already in progress on this engine")
-
-// genDriver is the engine's driver: the generator target is always
-// listening; a writer runs when the control socket asks for one.
-type genDriver struct {
-	ep     *transport.Endpoint
-	target *dataplane.Target
-	writer *dataplane.Writer
-	// lat is the completion latency of every writer run on this engine,
-	// kept across runs for telemetry.
-	lat    transport.Histogram
-	expose *exposer // set by the expose op (expose.go)
-}
-
-func newGenDriver(ep *transport.Endpoint) *genDriver {
-	return &genDriver{ep: ep}
-}
-
-// ensureTarget (re)creates the target for a run's parameters.
-func (g *genDriver) ensureTarget(cfg dataplane.GenConfig) {
-	g.target = dataplane.NewTarget(cfg, g.ep)
-}
-
-func (g *genDriver) Step(e *dataplane.Engine, now transport.Time) bool {
-	if g.writer != nil {
-		if g.writer.Latency == nil {
-			g.writer.Latency = &g.lat // before its first post: Step posts
-		}
-		return g.writer.Step(e, now)
-	}
-	return false
-}
-
-func (g *genDriver) Completion(e *dataplane.Engine, now transport.Time, c transport.Completion) {
-	if g.writer != nil {
-		g.writer.Completion(e, now, c)
-	}
-	if g.target != nil {
-		g.target.Completion(e, now, c)
-	}
-	if g.expose != nil {
-		g.expose.completion(c)
-	}
 }
 
 // engineBatch is the RX/TX batch of the daemon's engines: 128 halves the

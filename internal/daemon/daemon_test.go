@@ -14,6 +14,7 @@ import (
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/apptest"
 	"github.com/metaroce/metaroce/internal/testnet"
 	"github.com/metaroce/metaroce/telemetry"
 )
@@ -63,9 +64,9 @@ func startDaemonQueues(t *testing.T, ctx context.Context, h *testnet.Host, backe
 	return c
 }
 
-// TestDaemonsThroughLossySwitch: two daemons, a switch dropping 1%, a
-// generator run driven over the control socket; every byte verified, for
-// both backends.
+// TestDaemonsThroughLossySwitch: two daemons, a switch dropping 1%, an
+// application on each (client sessions, queue pairs) moving WRITEs from
+// one to the other; every byte verified, for both backends.
 func TestDaemonsThroughLossySwitch(t *testing.T) {
 	for _, backend := range []config.Backend{config.BackendAFXDP, config.BackendUDP} {
 		t.Run(string(backend), func(t *testing.T) {
@@ -84,34 +85,10 @@ func TestDaemonsThroughLossySwitch(t *testing.T) {
 			if got := st.Engines[0].Link.Backend; got != string(backend) {
 				t.Fatalf("backend %q, want %q", got, backend)
 			}
-			gen := GenParams{Peer: s.Hosts[1].IPv4.String(), Messages: 1024, Size: 65536, Slots: 16, Streams: 4, Seed: 5}
-			if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ca.Do(Request{Op: "write", Gen: gen})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := r.Result
-			if res.Err != "" || res.Completed != gen.Messages || res.Failed != 0 {
-				t.Fatalf("writer: %+v", res)
-			}
-			var tgt Response
-			for i := 0; i < 100; i++ {
-				p, err := cb.Do(Request{Op: "target"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tgt = *p; tgt.Target.Verified == gen.Messages {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if ts := tgt.Target; ts.Verified != gen.Messages || ts.Corrupt != 0 || ts.Duplicates != 0 {
-				t.Fatalf("target: %+v", ts)
-			}
+			const messages, size = 1024, 65536
+			f := writeVerified(t, ctx, ca.path, cb.path, s.Hosts[1].IPv4, 0, messages, size)
 			st, _ = ca.Do(Request{Op: "status"})
-			t.Logf("%s: %.2f Gb/s, retransmitted %d of %d", backend, res.Gbps,
+			t.Logf("%s: %.2f Gb/s, retransmitted %d of %d", backend, f.gbps(messages*size),
 				st.Engines[0].Transport.DataRetransmitted, st.Engines[0].Transport.DataSent)
 			if st.Engines[0].Transport.DataRetransmitted == 0 {
 				t.Error("1% loss but nothing retransmitted")
@@ -122,7 +99,8 @@ func TestDaemonsThroughLossySwitch(t *testing.T) {
 }
 
 // TestMultiQueueDaemons: daemons serving two queues of a two-queue veth
-// run an engine per queue and complete a verified run.
+// run an engine per queue and complete a verified transfer between queue
+// pairs on their second engines.
 func TestMultiQueueDaemons(t *testing.T) {
 	s := testnet.NewStar(t, 2, testnet.Config{Link: testnet.LinkConfig{Queues: 2}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,14 +116,7 @@ func TestMultiQueueDaemons(t *testing.T) {
 	if len(st.Engines) != 2 || st.Engines[1].Link.Queue != 1 {
 		t.Fatalf("engines %+v", st.Engines)
 	}
-	gen := GenParams{Peer: s.Hosts[1].IPv4.String(), Messages: 512, Size: 65536, Slots: 16, Streams: 4, Seed: 8, Engine: 1}
-	if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := ca.Do(Request{Op: "write", Gen: gen})
-	if err != nil || r.Result.Completed != gen.Messages {
-		t.Fatalf("write: %v %+v", err, r)
-	}
+	writeVerified(t, ctx, ca.path, cb.path, s.Hosts[1].IPv4, 1, 512, 65536)
 	// Telemetry sees both engines, each answering its own snapshot.
 	if err := ca.Watch(WatchParams{Count: 1}, func(s *telemetry.Snapshot) error {
 		if len(s.Engines) != 2 || !s.Engines[0].Responsive || !s.Engines[1].Responsive || s.Engines[1].Queue != 1 {
@@ -155,17 +126,6 @@ func TestMultiQueueDaemons(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100; i++ {
-		p, err := cb.Do(Request{Op: "target"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Target.Verified == gen.Messages {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("target did not verify every message")
 }
 
 // TestUDPLinkKeepsPollFD: the UDP backend's wrapper must not hide the
@@ -192,48 +152,12 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 		c := startDaemonQueues(t, ctx, h, config.BackendAFXDP, []int{0, 1})
 		socks[i] = c.path
 	}
-	ca, err := client.Dial(socks[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	cb, err := client.Dial(socks[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Close()
+	ca, cb := apptest.Dial(t, socks[0]), apptest.Dial(t, socks[1])
 	const n = 1 << 20
-	mem := func(c *client.Client) *client.MR {
-		m, err := client.Alloc(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		mr, err := c.RegisterMemory(m, 0, n, client.LocalWrite|client.RemoteWrite|client.RemoteRead)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mr
-	}
-	src, dst := mem(ca), mem(cb)
+	src, dst := apptest.Region(t, ca, n, client.LocalWrite), apptest.Region(t, cb, n, client.LocalWrite|client.RemoteWrite)
 	for round, engines := range [][2]int{{1, 0}, {0, 1}, {1, 1}} {
-		qa, err := ca.CreateQP(client.QPOptions{Engine: engines[0]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qb, err := cb.CreateQP(client.QPOptions{Engine: engines[1]})
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb := connectQPs(t, ctx, ca, cb, s.Hosts[1].IPv4, engines[0], engines[1])
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		acc := make(chan error, 1)
-		go func() { _, err := qb.Accept(cctx); acc <- err }()
-		if err := qa.Connect(cctx, s.Hosts[1].IPv4, qb.Num); err != nil {
-			t.Fatalf("engines %v: connect: %v", engines, err)
-		}
-		if err := <-acc; err != nil {
-			t.Fatalf("engines %v: accept: %v", engines, err)
-		}
 		for i := range src.Bytes() {
 			src.Bytes()[i] = byte(i*7 + round)
 		}
@@ -253,19 +177,30 @@ func TestMultiQueueQueuePairs(t *testing.T) {
 	}
 }
 
-// TestGeneratorNeedsPrivilege: an application that may use the socket
-// may not drive the built-in generator.
-func TestGeneratorNeedsPrivilege(t *testing.T) {
+// TestExposeNeedsPrivilege: an application that may use the socket may
+// not open the compliance memory to remote peers.
+func TestExposeNeedsPrivilege(t *testing.T) {
 	d := &Daemon{}
 	other := proto.Cred{UID: uint32(os.Getuid()) + 4242, GID: 4242}
-	for _, op := range []string{"arm", "write", "expose"} {
-		_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
-		var pe *proto.Error
-		if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
-			t.Errorf("%s from uid %d: %v, want %s", op, other.UID, err, proto.CodeDenied)
-		}
+	_, err := d.fallback(t.Context(), other, proto.Header{V: 1, Op: "expose", Seq: 1}, []byte(`{"v":1,"seq":1,"op":"expose"}`), nil)
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code != proto.CodeDenied {
+		t.Errorf("expose from uid %d: %v, want %s", other.UID, err, proto.CodeDenied)
 	}
 	if !privileged(proto.Cred{UID: 0}) || !privileged(proto.Cred{UID: uint32(os.Getuid())}) {
 		t.Error("root or the daemon's own user refused")
+	}
+}
+
+// TestNoGenerator: the built-in traffic generator's operations are gone
+// (traffic comes from applications), even for root.
+func TestNoGenerator(t *testing.T) {
+	d := &Daemon{}
+	for _, op := range []string{"arm", "write", "target"} {
+		_, err := d.fallback(t.Context(), proto.Cred{UID: 0}, proto.Header{V: 1, Op: op, Seq: 1}, []byte(`{"v":1,"seq":1,"op":"`+op+`"}`), nil)
+		var pe *proto.Error
+		if !errors.As(err, &pe) || pe.Code != proto.CodeUnknownOp {
+			t.Errorf("%s: %v, want %s", op, err, proto.CodeUnknownOp)
+		}
 	}
 }

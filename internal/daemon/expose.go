@@ -20,11 +20,13 @@ import (
 //	                  answer with the regions and the receive completions
 //	                  seen so far.
 //
-// It lives beside the generator target rather than in it because the
-// suite needs what the generator never offers: a readable region (READ
-// cases, and reading back what a WRITE or SEND placed), a read-only and a
+// The suite is a peer on the wire, not an application on this host, so
+// the daemon itself holds what it needs: a readable region (READ cases,
+// and reading back what a WRITE or SEND placed), a read-only and a
 // write-only region (access rights, §10.2), posted receive buffers (SEND,
-// RNR) and the receive completions (immediate data, §4.3).
+// RNR) and the receive completions (immediate data, §4.3). The exposer is
+// the Inner driver of each engine's control.EngineDriver, which hands it
+// the completions of connections that are no queue pair's.
 
 // ComplianceService is the service id the expose op listens on ("cmpl").
 // ComplianceOtherService ("cmpm") has a region of its own, so the suite can
@@ -157,10 +159,13 @@ func randKey() uint32 {
 	return binary.BigEndian.Uint32(b[:]) | 1 // never 0
 }
 
-// completion runs on an engine goroutine. Every connection established
-// while exposed gets the receive buffers (a generator connection too: it
-// never SENDs, so they cost nothing but a slice header each).
-func (x *exposer) completion(c transport.Completion) {
+// Step has nothing to do: the suite drives every exchange from its side.
+func (x *exposer) Step(*dataplane.Engine, transport.Time) bool { return false }
+
+// Completion runs on an engine goroutine, for connections that are no
+// application queue pair's. Every such connection established while
+// exposed gets the receive buffers.
+func (x *exposer) Completion(_ *dataplane.Engine, _ transport.Time, c transport.Completion) {
 	switch c.Op {
 	case transport.OpConnected:
 		for n := 0; n < exposeRecvCount; n++ {
@@ -196,8 +201,8 @@ func (d *Daemon) expose(ctx context.Context, resp *Response) error {
 	x := v.(*exposer)
 	for _, en := range d.engines {
 		if err := en.e.Do(ctx, func(transport.Time) {
-			if en.driver.expose == nil {
-				en.driver.expose = x
+			if en.ctl.Inner == nil {
+				en.ctl.Inner = x
 				en.ep.Listen(ComplianceService, x.mem)
 				en.ep.Listen(ComplianceOtherService, x.other)
 			}

@@ -17,19 +17,12 @@ import (
 	"github.com/metaroce/metaroce/transport"
 )
 
-// telemetryEngines lists the engines for telemetry: their links' concrete
-// types (for link drop counters) and the generator's latency histogram.
+// telemetryEngines lists the engines for telemetry, with their links'
+// concrete types (for link drop counters) and XDP programs.
 func (d *Daemon) telemetryEngines() []telemetry.Engine {
 	out := make([]telemetry.Engine, len(d.engines))
 	for i, en := range d.engines {
-		g := en.driver
-		out[i] = telemetry.Engine{Iface: en.iface, Engine: en.e, AFXDP: en.afx, UDP: en.udp, XDP: en.prog,
-			OnEngine: func(s *telemetry.EngineSnapshot) {
-				if g.lat.Count() > 0 {
-					h := g.lat // a copy, taken on the engine goroutine
-					s.CompletionLatency = &h
-				}
-			}}
+		out[i] = telemetry.Engine{Iface: en.iface, Engine: en.e, AFXDP: en.afx, UDP: en.udp, XDP: en.prog}
 	}
 	return out
 }

@@ -22,7 +22,7 @@ import (
 // TestPrometheusScrapesDaemons: two AF_XDP daemons in namespaces, a real
 // Prometheus server (Debian's prometheus) inside the first host's
 // namespace scraping both (the first on its loopback, the second across
-// the switch), generator traffic, then PromQL over Prometheus' HTTP API:
+// the switch), an application's WRITEs between them, then PromQL over Prometheus' HTTP API:
 // the per-queue series show the packets moved and no drops on the clean
 // link, and the per-path series show the connection's paths.
 func TestPrometheusScrapesDaemons(t *testing.T) {
@@ -120,36 +120,25 @@ scrape_configs:
 		return len(up) == 2
 	})
 
-	gen := GenParams{Peer: s.Hosts[1].IPv4.String(), Messages: 256, Size: 65536, Slots: 16, Streams: 4, Seed: 9}
-	if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
-		t.Fatal(err)
-	}
-	// Runs until a scrape has caught a connection alive (each run's
-	// connection closes when it ends): bounded by count, not by time.
-	pathsQ := fmt.Sprintf(`max_over_time(metaroce_paths{instance=%q,state="active"}[5m])`, addrA)
-	runs := 0
-	for ; runs < 40; runs++ {
-		r, err := ca.Do(Request{Op: "write", Gen: gen})
-		if err != nil || r.Result.Completed != gen.Messages {
-			t.Fatalf("write: %v %+v", err, r)
-		}
-		if v := query(pathsQ); len(v) == 1 && v[0].value(t) > 0 {
-			runs++
-			break
-		}
-	}
-	total := float64(runs * gen.Messages * gen.Size)
-	// Wait for a scrape of each daemon after the last run: the target's
-	// placed bytes, the writer's completions.
+	const messages, size = 256, 65536
+	writeVerified(t, ctx, ca.path, cb.path, s.Hosts[1].IPv4, 0, messages, size)
+	// The queue pairs stay connected, so scrapes go on seeing the
+	// connection. Wait for a scrape of each daemon after the transfer:
+	// the receiver's placed bytes, the writer's completions and paths.
 	placedQ := fmt.Sprintf(`metaroce_placed_bytes_total{instance=%q}`, addrB)
-	waitFor(fmt.Sprintf("%v bytes placed", total), func() bool {
+	waitFor(fmt.Sprintf("%d bytes placed", messages*size), func() bool {
 		v := query(placedQ)
-		return len(v) == 1 && v[0].value(t) >= total
+		return len(v) == 1 && v[0].value(t) >= messages*size
 	})
-	latQ := fmt.Sprintf(`metaroce_completion_latency_seconds_count{instance=%q}`, addrA)
-	waitFor(fmt.Sprintf("%d completions timed", runs*gen.Messages), func() bool {
-		v := query(latQ)
-		return len(v) == 1 && v[0].value(t) == float64(runs*gen.Messages)
+	doneQ := fmt.Sprintf(`metaroce_messages_completed_total{instance=%q}`, addrA)
+	waitFor(fmt.Sprintf("%d WRITEs completed", messages), func() bool {
+		v := query(doneQ)
+		return len(v) == 1 && v[0].value(t) == messages
+	})
+	pathsQ := fmt.Sprintf(`max_over_time(metaroce_paths{instance=%q,state="active"}[5m])`, addrA)
+	waitFor("the connection's paths", func() bool {
+		v := query(pathsQ)
+		return len(v) == 1 && v[0].value(t) > 0
 	})
 	for _, inst := range []string{addrA, addrB} {
 		sel := fmt.Sprintf(`{instance=%q,iface=%q,queue="0"}`, inst, s.Hosts[0].Port.Name)
@@ -160,8 +149,8 @@ scrape_configs:
 			q   string
 			min float64
 		}{
-			{"metaroce_link_rx_packets_total" + sel, float64(runs * gen.Messages)},
-			{"metaroce_link_tx_packets_total" + sel, float64(runs * gen.Messages / 8)},
+			{"metaroce_link_rx_packets_total" + sel, messages},
+			{"metaroce_link_tx_packets_total" + sel, messages / 8},
 			{"metaroce_engine_busy_seconds_total" + sel, 1e-9},
 			{`metaroce_engine_info` + sel, 1},
 		} {
@@ -187,7 +176,7 @@ scrape_configs:
 				t.Errorf("clean link: %s = %v", q, v)
 			}
 		}
-		if v := query(fmt.Sprintf(`metaroce_xdp_redirected_total{instance=%q}`, inst)); len(v) != 1 || v[0].value(t) < float64(runs*gen.Messages) {
+		if v := query(fmt.Sprintf(`metaroce_xdp_redirected_total{instance=%q}`, inst)); len(v) != 1 || v[0].value(t) < messages {
 			t.Errorf("xdp redirected: %v", v)
 		}
 		xsk := query(fmt.Sprintf(`sum(metaroce_xsk_rx_dropped_total{instance=%q})`, inst))
@@ -196,15 +185,13 @@ scrape_configs:
 	if v := query(fmt.Sprintf(`metaroce_rtt_seconds_count{instance=%q}`, addrA)); len(v) != 1 || v[0].value(t) == 0 {
 		t.Errorf("writer: no RTT samples: %v", v)
 	}
-	// 16 paths per connection; a scrape may also have caught a previous
-	// run's connection still closing.
-	if v := query(pathsQ); len(v) != 1 || v[0].value(t) < 16 || int(v[0].value(t))%16 != 0 {
+	// One connection of 16 paths.
+	if v := query(pathsQ); len(v) != 1 || v[0].value(t) != 16 {
 		t.Errorf("%s = %v, want the connection's 16 paths", pathsQ, v)
 	}
 	if v := query(fmt.Sprintf(`max_over_time(metaroce_connection_paths{instance=%q,state="active"}[5m])`, addrA)); len(v) == 0 {
 		t.Errorf("no per-connection path series")
 	}
-	t.Logf("%d generator runs until a scrape saw a live connection", runs)
 	cancel()
 }
 

@@ -70,10 +70,11 @@ func freeUDPPort(t *testing.T) int {
 	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
-// TestLoopbackTelemetry: two daemons on 127.0.0.1 and 127.0.0.2 move a
-// verified generator run; the metrics endpoint then passes promtool and
-// shows the traffic, and the watch stream delivers the requested number
-// of snapshots with the connection and its paths.
+// TestLoopbackTelemetry: two daemons on 127.0.0.1 and 127.0.0.2 and an
+// application moving verified WRITEs between them; the metrics endpoint
+// then passes promtool and shows the traffic, and the watch stream
+// delivers the requested number of snapshots with the connection and its
+// paths.
 func TestLoopbackTelemetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // before the cleanups that wait for the daemons
@@ -81,21 +82,14 @@ func TestLoopbackTelemetry(t *testing.T) {
 	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	ca, ma := loopbackDaemon(t, ctx, a, port)
 	cb, mb := loopbackDaemon(t, ctx, b, port)
-	gen := GenParams{Peer: b.String(), Messages: 256, Size: 65536, Slots: 16, Streams: 4, Seed: 2}
-	if _, err := cb.Do(Request{Op: "arm", Gen: gen}); err != nil {
-		t.Fatal(err)
-	}
-	// A watch on a second connection while the run goes on: two
-	// snapshots with paths.
+	// The watch runs on a second connection to the daemon.
 	wc, err := Dial(ca.path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	r, err := ca.Do(Request{Op: "write", Gen: gen})
-	if err != nil || r.Result.Completed != gen.Messages {
-		t.Fatalf("write: %v %+v", err, r)
-	}
+	const messages, size = 256, 65536
+	writeVerified(t, ctx, ca.path, cb.path, b, 0, messages, size)
 	var snaps []*telemetry.Snapshot
 	if err := wc.Watch(WatchParams{IntervalMS: 10, Count: 2, Paths: true}, func(s *telemetry.Snapshot) error {
 		snaps = append(snaps, s)
@@ -106,8 +100,10 @@ func TestLoopbackTelemetry(t *testing.T) {
 	if len(snaps) != 2 || len(snaps[1].Engines) != 1 || !snaps[1].Engines[0].Responsive {
 		t.Fatalf("watch: %d snapshots %+v", len(snaps), snaps)
 	}
-	if e := snaps[1].Engines[0]; e.Transport.DataSent < uint64(gen.Messages) || e.CompletionLatency == nil ||
-		e.CompletionLatency.Count() != uint64(gen.Messages) {
+	// The writer's engine completed every WRITE, and the queue pairs,
+	// still connected, show as a connection with its paths.
+	if e := snaps[1].Engines[0]; e.Transport.DataSent < messages || e.Transport.MessagesCompleted != messages ||
+		len(e.Top) != 1 || len(e.Top[0].Paths) == 0 || e.Top[0].Peer != b.String() {
 		t.Errorf("watch: engine %+v", e)
 	}
 	// The stream's connection is still usable after a counted watch.
@@ -130,8 +126,8 @@ func TestLoopbackTelemetry(t *testing.T) {
 			t.Errorf("%s: no build info", m.host)
 		}
 	}
-	if body := scrape(t, mb); !strings.Contains(body, fmt.Sprintf("metaroce_placed_bytes_total{iface=\"lo\",queue=\"0\"} %v", float64(gen.Messages*gen.Size))) {
-		t.Errorf("b: placed bytes not %d:\n%s", gen.Messages*gen.Size, grep(body, "placed_bytes"))
+	if body := scrape(t, mb); !strings.Contains(body, fmt.Sprintf("metaroce_placed_bytes_total{iface=\"lo\",queue=\"0\"} %v", float64(messages*size))) {
+		t.Errorf("b: placed bytes not %d:\n%s", messages*size, grep(body, "placed_bytes"))
 	}
 	cancel()
 }
