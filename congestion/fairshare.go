@@ -231,9 +231,45 @@ func (f *FairShare) Remove(sender uint64) {
 	if i < 0 {
 		return
 	}
+	// Unlink it and re-point the entry drop moves into its place: a
+	// connection closing costs O(1) probes, not a rebuild of the index
+	// (which a lazy all-to-all, closing a connection per write, paid on
+	// every close).
+	f.deleteIndex(sender)
+	last := len(f.ents) - 1
+	if i != last {
+		f.index[f.slotOf(f.ents[last].id)] = int32(i)
+	}
 	f.drop(i)
-	f.rebuildIndex()
 	f.allocate()
+}
+
+// slotOf returns the index slot holding id, which must be present.
+func (f *FairShare) slotOf(id uint64) uint64 {
+	mask := uint64(len(f.index) - 1)
+	s := f.slot(id)
+	for f.ents[f.index[s]].id != id {
+		s = (s + 1) & mask
+	}
+	return s
+}
+
+// deleteIndex removes id, which must be present, from the index by
+// backward-shift deletion (linear probing has no tombstones: every entry
+// after the hole that could live in it moves up).
+func (f *FairShare) deleteIndex(id uint64) {
+	mask := uint64(len(f.index) - 1)
+	hole := f.slotOf(id)
+	for j := (hole + 1) & mask; f.index[j] >= 0; j = (j + 1) & mask {
+		home := f.slot(f.ents[f.index[j]].id)
+		// The entry at j stays unless the hole lies on its probe path,
+		// cyclically in [home, j).
+		if (j-home)&mask >= (j-hole)&mask {
+			f.index[hole] = f.index[j]
+			hole = j
+		}
+	}
+	f.index[hole] = -1
 }
 
 // Tick runs the periodic work (expiry, measurement) at now without a

@@ -3,6 +3,7 @@ package congestion
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func newFS(t testing.TB, cfg FairShareConfig) *FairShare {
@@ -134,5 +135,50 @@ func TestFairShareObserveDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocs per Observe", allocs)
+	}
+}
+
+// TestFairShareRemoveKeepsIndex: senders joining and leaving in any order
+// (connections closing) leave the index finding exactly the live ones,
+// with a small table so probe chains collide and wrap.
+func TestFairShareRemoveKeepsIndex(t *testing.T) {
+	f := newFS(t, FairShareConfig{MaxSenders: 64, IdleTimeout: time.Hour})
+	live := map[uint64]bool{}
+	rng := uint64(88172645463325252)
+	next := func() uint64 {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return rng
+	}
+	for step := 0; step < 20000; step++ {
+		id := next()%200 + 1
+		if live[id] || len(live) == 64 {
+			// Remove a live one (this or any).
+			if !live[id] {
+				for k := range live {
+					id = k
+					break
+				}
+			}
+			f.Remove(id)
+			delete(live, id)
+		} else {
+			f.Observe(1000, id, 100)
+			live[id] = true
+		}
+		if f.Active() != len(live) {
+			t.Fatalf("step %d: %d active, want %d", step, f.Active(), len(live))
+		}
+		if step%97 == 0 {
+			for k := uint64(1); k <= 200; k++ {
+				if got := f.find(k) >= 0; got != live[k] {
+					t.Fatalf("step %d: sender %d found %v, live %v", step, k, got, live[k])
+				}
+				if i := f.find(k); i >= 0 && f.ents[i].id != k {
+					t.Fatalf("step %d: index points sender %d at %d's entry", step, k, f.ents[i].id)
+				}
+			}
+		}
 	}
 }

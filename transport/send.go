@@ -164,11 +164,14 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	s.segQ = newRingU32(nextPow2(msgWindow + len(s.jobs)))
 	s.retxQ = newRingU32(n)
 	s.paths = make([]sendPath, cfg.Paths)
+	// One allocation for every path's ring: connections come and go by
+	// the thousand in a collective's set-up.
+	rings := make([]txRec, cfg.Paths*cfg.PathRing)
 	for i := range s.paths {
 		p := &s.paths[i]
 		p.entropy = entropy()
 		p.plane = uint8(i % cfg.Planes)
-		p.ring = make([]txRec, cfg.PathRing)
+		p.ring = rings[i*cfg.PathRing : (i+1)*cfg.PathRing : (i+1)*cfg.PathRing]
 		p.mask = uint32(cfg.PathRing - 1)
 	}
 	s.active = make([]uint16, 0, cfg.Paths)
