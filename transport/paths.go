@@ -67,7 +67,7 @@ type sendPath struct {
 	oldest       uint32 // oldest unresolved sequence number
 	largestAcked uint32
 	haveAcked    bool
-	ring         []txRec
+	base         uint32 // first slot of its ring in sender.rings
 	mask         uint32
 	inflight     int
 
@@ -127,7 +127,13 @@ func (c *Conn) Paths(dst []PathInfo) []PathInfo {
 // walking every path.
 func (c *Conn) PathCounts() (active, total int) { return len(c.snd.active), len(c.snd.paths) }
 
-func (p *sendPath) full() bool { return int(p.nextSeq-p.oldest) == len(p.ring) }
+func (p *sendPath) full() bool { return p.nextSeq-p.oldest == p.mask+1 }
+
+// tx is transmission seq of path p. The rings live in one slice of the
+// sender's, not in the paths, so a sendPath holds no pointer: the path
+// array is then allocated without a type bitmap and never scanned by the
+// collector, which was a tenth of a lazy all-to-all's CPU.
+func (s *sender) tx(p *sendPath, seq uint32) *txRec { return &s.rings[p.base+seq&p.mask] }
 
 // cost is the scheduler's price of one more packet on p.
 func (p *sendPath) cost(fallback Duration) float64 {
@@ -351,7 +357,7 @@ func (c *Conn) retirePath(p *sendPath, now Time) {
 	// Answers to probes sent on the old entropy must not vouch for the
 	// new one.
 	for seq := p.oldest; seq != p.nextSeq; seq++ {
-		if t := &p.ring[seq&p.mask]; t.live && t.probe {
+		if t := c.snd.tx(p, seq); t.live && t.probe {
 			t.live = false
 			p.inflight--
 		}
@@ -384,7 +390,7 @@ func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	if now-p.lastProgress < Time(c.ep.cfg.MinPathTimeout) || p.oldest == p.nextSeq {
 		return false
 	}
-	t := &p.ring[p.oldest&p.mask]
+	t := c.snd.tx(p, p.oldest)
 	if !t.live {
 		return false
 	}
@@ -510,7 +516,7 @@ func (c *Conn) loseOverdue(now Time, pi int) int {
 	timeout := Time(c.pathTimeout(p))
 	n := 0
 	for seq := p.oldest; seq != p.nextSeq; seq++ {
-		t := &p.ring[seq&p.mask]
+		t := c.snd.tx(p, seq)
 		if !t.live {
 			continue
 		}
@@ -528,7 +534,7 @@ func (c *Conn) loseOverdue(now Time, pi int) int {
 func (c *Conn) loseAllOnPath(now Time, pi int) {
 	p := &c.snd.paths[pi]
 	for seq := p.oldest; seq != p.nextSeq; seq++ {
-		if p.ring[seq&p.mask].live {
+		if c.snd.tx(p, seq).live {
 			c.loseTransmission(now, pi, seq)
 		}
 	}
@@ -547,10 +553,10 @@ func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
 		}
 		seq := p.nextSeq
 		p.nextSeq++
-		if p.ring[seq&p.mask].lost {
+		if c.snd.tx(p, seq).lost {
 			p.lostMarks--
 		}
-		p.ring[seq&p.mask] = txRec{sent: now, live: true, probe: true}
+		*c.snd.tx(p, seq) = txRec{sent: now, live: true, probe: true}
 		p.inflight++
 		p.sent++
 		h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
@@ -577,10 +583,10 @@ func (c *Conn) buildHandshakeProbe(now Time, buf []byte) int {
 	}
 	seq := p.nextSeq
 	p.nextSeq++
-	if p.ring[seq&p.mask].lost {
+	if c.snd.tx(p, seq).lost {
 		p.lostMarks--
 	}
-	p.ring[seq&p.mask] = txRec{sent: now, live: true, probe: true, hs: true}
+	*c.snd.tx(p, seq) = txRec{sent: now, live: true, probe: true, hs: true}
 	p.inflight++
 	h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
 		PathID: 0, PathSeq: seq, Timestamp: uint64(now)}

@@ -79,7 +79,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	}
 	// Proven paths full: untried ones next.
 	for i := 0; i < 4; i++ {
-		s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+		s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
 	}
 	for i := 0; i < 2000; i++ {
 		if k := s.pickPath(7); k < 12 {
@@ -88,7 +88,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	}
 	// Only lossy paths have room: any but the one that lost it.
 	for i := 12; i < 16; i++ {
-		s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+		s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
 	}
 	for i := 0; i < 2000; i++ {
 		if k := s.pickPath(7); k == 7 || k < 4 || k >= 12 {
@@ -98,7 +98,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	// Only the path that lost it has room: still sent.
 	for i := 4; i < 12; i++ {
 		if i != 7 {
-			s.paths[i].nextSeq = s.paths[i].oldest + uint32(len(s.paths[i].ring))
+			s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
 		}
 	}
 	if k := s.pickPath(7); k != 7 {

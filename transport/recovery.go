@@ -31,7 +31,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	var rtt Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
 		rtt = Duration(now-Time(ts)) - Duration(a.AckDelay())
-		if t := &p.ring[h&p.mask]; t.hs && t.live && pid == 0 {
+		if t := c.snd.tx(p, h); t.hs && t.live && pid == 0 {
 			// The handshake probe's answer: an RTO's worth of RTT,
 			// not a data packet's (no minimum, no controller sample).
 			s.rtt.sampleHandshake(rtt)
@@ -99,7 +99,7 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 		p.sample(rtt, acked, int(a.CECount()))
 	}()
 	for seq := p.oldest; int32(seq-h) <= 0; seq++ {
-		t := &p.ring[seq&p.mask]
+		t := c.snd.tx(p, seq)
 		if !t.live {
 			continue
 		}
@@ -140,12 +140,12 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 func (c *Conn) checkSpurious(p *sendPath, a wire.Ack) {
 	s := &c.snd
 	h := a.PathAckSeq()
-	lo := p.nextSeq - uint32(len(p.ring)) // entries older than this are overwritten
+	lo := p.nextSeq - (p.mask + 1) // entries older than this are overwritten
 	if int32(h-wire.SackBits+1-lo) > 0 {
 		lo = h - wire.SackBits + 1
 	}
 	for seq := lo; int32(seq-p.oldest) < 0 && int32(seq-h) <= 0; seq++ {
-		t := &p.ring[seq&p.mask]
+		t := c.snd.tx(p, seq)
 		if !t.lost {
 			continue
 		}
@@ -189,7 +189,7 @@ func (s *sender) reorderFrac(base float64) float64 {
 }
 
 func (c *Conn) advanceOldest(p *sendPath) {
-	for p.oldest != p.nextSeq && !p.ring[p.oldest&p.mask].live {
+	for p.oldest != p.nextSeq && !c.snd.tx(p, p.oldest).live {
 		p.oldest++
 	}
 
@@ -268,7 +268,7 @@ func (m *sendMsg) fullyAcked() bool {
 func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	s := &c.snd
 	p := &s.paths[pid]
-	t := &p.ring[seq&p.mask]
+	t := c.snd.tx(p, seq)
 	if !t.live {
 		return
 	}
@@ -347,7 +347,7 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 		p := &s.paths[pid]
 		seq := n.PathSeq()
 		if int32(seq-p.oldest) >= 0 && int32(seq-p.nextSeq) < 0 {
-			if t := &p.ring[seq&p.mask]; t.live && t.psn == psn {
+			if t := c.snd.tx(p, seq); t.live && t.psn == psn {
 				t.live = false
 				p.inflight--
 				c.advanceOldest(p)
@@ -446,7 +446,7 @@ func (c *Conn) senderTimer(now Time) {
 			// The same threshold the per-path scan uses (§8.3.2).
 			delay := c.pathLossDelay(p, 0)
 			for seq := p.oldest; int32(seq-p.largestAcked) < 0; seq++ {
-				t := &p.ring[seq&p.mask]
+				t := c.snd.tx(p, seq)
 				if !t.live {
 					continue
 				}
@@ -497,7 +497,7 @@ func (c *Conn) senderTimer(now Time) {
 			p := &s.paths[pi]
 			horizon := now - c.pathLossDelay(p, 0)
 			for seq := p.oldest; seq != p.nextSeq; seq++ {
-				if t := &p.ring[seq&p.mask]; t.live && t.sent <= horizon {
+				if t := c.snd.tx(p, seq); t.live && t.sent <= horizon {
 					c.loseTransmission(now, pi, seq)
 				}
 			}

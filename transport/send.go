@@ -107,7 +107,10 @@ type sender struct {
 	probesOwed []uint16
 	// hsProbe: the acceptor owes the PROBE that follows its ACCEPT
 	// (handshake.go).
-	hsProbe   bool
+	hsProbe bool
+	// rings holds every path's transmissions, path i's at i*PathRing
+	// (see tx).
+	rings     []txRec
 	pathTimer Time // next run of the path health loop
 	// newestAckedSent is the send time of the newest transmission acked
 	// on any path: the yardstick for overdue paths.
@@ -166,12 +169,12 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	s.paths = make([]sendPath, cfg.Paths)
 	// One allocation for every path's ring: connections come and go by
 	// the thousand in a collective's set-up.
-	rings := make([]txRec, cfg.Paths*cfg.PathRing)
+	s.rings = make([]txRec, cfg.Paths*cfg.PathRing)
 	for i := range s.paths {
 		p := &s.paths[i]
 		p.entropy = entropy()
 		p.plane = uint8(i % cfg.Planes)
-		p.ring = rings[i*cfg.PathRing : (i+1)*cfg.PathRing : (i+1)*cfg.PathRing]
+		p.base = uint32(i * cfg.PathRing)
 		p.mask = uint32(cfg.PathRing - 1)
 	}
 	s.active = make([]uint16, 0, cfg.Paths)
@@ -342,10 +345,10 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	p := &s.paths[pi]
 	seq := p.nextSeq
 	p.nextSeq++
-	if p.ring[seq&p.mask].lost {
+	if c.snd.tx(p, seq).lost {
 		p.lostMarks-- // overwritten before any SACK could prove it late
 	}
-	p.ring[seq&p.mask] = txRec{sent: now, psn: psn, live: true}
+	*c.snd.tx(p, seq) = txRec{sent: now, psn: psn, live: true}
 	if p.inflight == 0 {
 		p.lastProgress = now
 	}
