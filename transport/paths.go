@@ -551,20 +551,7 @@ func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
 		if p.state != pathSuspect || p.full() {
 			continue
 		}
-		seq := p.nextSeq
-		p.nextSeq++
-		if c.snd.tx(p, seq).lost {
-			p.lostMarks--
-		}
-		*c.snd.tx(p, seq) = txRec{sent: now, live: true, probe: true}
-		p.inflight++
-		p.sent++
-		h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
-			PathID: uint16(pi), PathSeq: seq, Timestamp: uint64(now)}
-		h.Put(buf)
-		wire.Seal(buf[:wire.DataLen+wire.TrailerLen])
-		c.ep.stats.ProbesSent++
-		return wire.DataLen + wire.TrailerLen, pi
+		return c.putProbe(now, buf, pi, false), pi
 	}
 	s.probesOwed = s.probesOwed[:0]
 	return 0, 0
@@ -581,15 +568,28 @@ func (c *Conn) buildHandshakeProbe(now Time, buf []byte) int {
 	if p.full() {
 		return 0
 	}
+	return c.putProbe(now, buf, 0, true)
+}
+
+// putProbe writes a PROBE on path pi's next sequence into buf. The
+// handshake probe (hs) counts as a probe sent but not as a transmission
+// of the path.
+func (c *Conn) putProbe(now Time, buf []byte, pi int, hs bool) int {
+	s := &c.snd
+	p := &s.paths[pi]
 	seq := p.nextSeq
 	p.nextSeq++
-	if c.snd.tx(p, seq).lost {
+	t := s.tx(p, seq)
+	if t.lost {
 		p.lostMarks--
 	}
-	*c.snd.tx(p, seq) = txRec{sent: now, live: true, probe: true, hs: true}
+	*t = txRec{sent: now, live: true, probe: true, hs: hs}
 	p.inflight++
+	if !hs {
+		p.sent++
+	}
 	h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.peerID,
-		PathID: 0, PathSeq: seq, Timestamp: uint64(now)}
+		PathID: uint16(pi), PathSeq: seq, Timestamp: uint64(now)}
 	h.Put(buf)
 	wire.Seal(buf[:wire.DataLen+wire.TrailerLen])
 	c.ep.stats.ProbesSent++

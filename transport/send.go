@@ -345,10 +345,11 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	p := &s.paths[pi]
 	seq := p.nextSeq
 	p.nextSeq++
-	if c.snd.tx(p, seq).lost {
+	t := s.tx(p, seq)
+	if t.lost {
 		p.lostMarks-- // overwritten before any SACK could prove it late
 	}
-	*c.snd.tx(p, seq) = txRec{sent: now, psn: psn, live: true}
+	*t = txRec{sent: now, psn: psn, live: true}
 	if p.inflight == 0 {
 		p.lastProgress = now
 	}
