@@ -60,6 +60,10 @@ var recvCases = []Case{
 			h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonClosed, Timestamp: stamp()}
 			t.send(wire.AppendConn(nil, &h), sendOpts{})
 			t.expectConn(c.ID, wire.OpDisconnectAck)
+			// The replay reaches a new target connection under our same
+			// id: its path sequences start afresh (its handshake PROBE
+			// takes path 0's first, §8.4).
+			c.forgetTarget()
 			c.sendConnect(connOpts{}, c.cookie)
 			var a wire.ConnHeader
 			a.Decode(t.expectConn(c.ID, wire.OpAccept).pkt.Conn())

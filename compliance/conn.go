@@ -369,6 +369,14 @@ func (c *Conn) record(d wire.Data) {
 	}
 }
 
+// forgetTarget drops what was recorded of the target's connection, for
+// a case that reaches a new one under the same id of ours.
+func (c *Conn) forgetTarget() {
+	c.txs = nil
+	c.paths = map[uint16]*rxPath{}
+	c.got = map[wire.PSN]bool{}
+}
+
 // ackPath sends the target an ack of its path (§5.1) from our state.
 func (c *Conn) ackPath(path uint16) {
 	p := c.paths[path]
