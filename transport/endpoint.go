@@ -57,6 +57,11 @@ type Endpoint struct {
 	// initialPSN picks a connection's first PSN; tests replace it to
 	// exercise wraparound.
 	initialPSN func() wire.PSN
+
+	// Released connections' windows, for the next ones (spare.go).
+	spareSend []sendStore
+	spareRecv []recvStore
+	spareMax  int
 }
 
 type peerKey struct {
@@ -79,6 +84,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]Memory{},
 		ready: make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
 		replies: make([]reply, 0, 64), tokens: cfg.ResetRate,
+		spareMax: spareLimit(&cfg),
 	}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -161,7 +167,7 @@ func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
 			break
 		}
 	}
-	c.rcv.init(&e.cfg)
+	c.rcv.init(&e.cfg, take(&e.spareRecv))
 	c.snd.rtt.init(&e.cfg) // before establish: the handshake may sample it
 	c.initPSN = e.initialPSN()
 	c.snd.nextPSN = c.initPSN
@@ -181,7 +187,7 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 	c.sendWindow = min(cfg.SendWindow, int(peerWindow))
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
-	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64())
+	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64(), take(&c.ep.spareSend))
 	c.snd.mp = c.maxPayload
 	if cfg.Congestion != CongestionNone {
 		cc := congestion.Defaults
@@ -208,6 +214,10 @@ func (e *Endpoint) release(c *Conn) {
 	}
 	e.timers.remove(c)
 	c.deadline = 0
+	// A released connection owes the peer nothing: a CONNECT or
+	// DISCONNECT still queued would speak for a connection that is gone.
+	c.ctlOwed = 0
+	e.recycle(c)
 }
 
 // Receive hands the endpoint one received packet: the UDP payload, the

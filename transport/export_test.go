@@ -6,3 +6,7 @@ import "github.com/metaroce/metaroce/wire"
 func SetInitialPSN(e *Endpoint, psn uint32) {
 	e.initialPSN = func() wire.PSN { return wire.PSN(psn) }
 }
+
+// Spares returns how many released connections' sender and receiver
+// windows e keeps for reuse.
+func Spares(e *Endpoint) (send, recv int) { return len(e.spareSend), len(e.spareRecv) }

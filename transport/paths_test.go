@@ -12,7 +12,7 @@ func testSender(tb testing.TB, k int) *sender {
 	}
 	var s sender
 	port := uint16(50000)
-	s.init(&cfg, 512, 256, func() uint16 { port++; return port }, 12345)
+	s.init(&cfg, 512, 256, func() uint16 { port++; return port }, 12345, sendStore{})
 	return &s
 }
 

@@ -83,18 +83,31 @@ type receiver struct {
 	seqNakCum  wire.PSN
 }
 
-func (r *receiver) init(cfg *Config) {
+func (r *receiver) init(cfg *Config, st recvStore) {
 	r.window = cfg.RecvWindow
-	r.bits = make([]uint64, cfg.RecvWindow/64+1)
+	r.bits = reuse(st.bits, cfg.RecvWindow/64+1)
 	r.mask = uint32(cfg.RecvWindow - 1)
-	r.msgs = make([]recvMsg, cfg.MsgWindow)
+	r.msgs = reuse(st.msgs, cfg.MsgWindow)
 	r.msgMask = uint32(cfg.MsgWindow - 1)
-	r.streams = make([]recvStream, cfg.MaxStreams)
-	r.recvs = make([]recvBuf, cfg.RecvQueue)
+	r.streams = reuse(st.streams, cfg.MaxStreams)
+	r.recvs = reuse(st.recvs, cfg.RecvQueue)
 	r.recvMask = uint32(cfg.RecvQueue - 1)
-	r.paths = make([]*rcvPath, cfg.MaxPathID)
-	r.ackQ = make([]uint16, 0, cfg.MaxPathID)
-	r.nacks = make([]nackRec, 64)
+	if cap(st.paths) >= cfg.MaxPathID {
+		// Keep the records a released connection allocated, reset.
+		r.paths = st.paths[:cfg.MaxPathID]
+		for i, p := range r.paths {
+			if p != nil {
+				*p = rcvPath{id: uint16(i)}
+			}
+		}
+	} else {
+		r.paths = make([]*rcvPath, cfg.MaxPathID)
+	}
+	r.ackQ = st.ackQ[:0]
+	if cap(r.ackQ) < cfg.MaxPathID {
+		r.ackQ = make([]uint16, 0, cfg.MaxPathID)
+	}
+	r.nacks = reuse(st.nacks, 64)
 }
 
 func (r *receiver) bit(p wire.PSN) bool {

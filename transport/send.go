@@ -143,33 +143,34 @@ type sender struct {
 	mp            int // negotiated payload bytes per packet
 }
 
-func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16, seed uint64) {
+func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16, seed uint64, st sendStore) {
 	n := nextPow2(window)
 	s.window = window
 	s.credit = window
-	s.pkts = make([]pktRec, n)
+	s.pkts = reuse(st.pkts, n)
 	s.pktMask = uint32(n - 1)
-	s.msgs = make([]sendMsg, msgWindow)
+	s.msgs = reuse(st.msgs, msgWindow)
 	s.msgMask = uint32(msgWindow - 1)
-	s.streams = make([]streamQ, cfg.MaxStreams)
+	s.streams = reuse(st.streams, cfg.MaxStreams)
 	for i := range s.streams {
 		s.streams[i] = streamQ{head: -1, tail: -1}
 	}
 	// Read jobs: the requester holds at most msgWindow reads, and a job
 	// outlives its read by at most an ack's round trip; twice covers it,
 	// and delivery stalls (never fails) if even that runs out.
-	s.jobs = make([]readJob, 2*msgWindow)
+	s.jobs = reuse(st.jobs, 2*msgWindow)
 	for i := range s.jobs {
 		s.jobs[i].nextFree = int32(i + 1)
 	}
 	s.jobs[len(s.jobs)-1].nextFree = -1
 	s.jobFree = 0
-	s.segQ = newRingU32(nextPow2(msgWindow + len(s.jobs)))
-	s.retxQ = newRingU32(n)
+	s.segQ = ringU32{buf: reuse(st.segQ, nextPow2(msgWindow+len(s.jobs)))}
+	s.segQ.mask = uint32(len(s.segQ.buf) - 1)
+	s.retxQ = ringU32{buf: reuse(st.retxQ, n), mask: uint32(n - 1)}
 	s.paths = make([]sendPath, cfg.Paths)
 	// One allocation for every path's ring: connections come and go by
 	// the thousand in a collective's set-up.
-	s.rings = make([]txRec, cfg.Paths*cfg.PathRing)
+	s.rings = reuse(st.rings, cfg.Paths*cfg.PathRing)
 	for i := range s.paths {
 		p := &s.paths[i]
 		p.entropy = entropy()
