@@ -5,14 +5,15 @@
 // one-way links with a rate, a propagation delay and seeded impairments:
 // random loss, reordering (a packet is held back by a random extra delay),
 // duplication and corruption (one bit flipped, which the CRC32C must catch).
-// Time only moves when the next event is taken from a heap, so a run is
+// Time only moves when the next event is taken from the event queue (a
+// radix heap, eventq.go: FIFO among equal times), so a run is
 // deterministic for a seed and as fast as the events allow.
 //
 // The NIC model pulls: a host asks its Endpoint for a packet only when its
 // NIC is free, and the NIC is busy for the packet's serialisation time, so
 // the sender's own window and the link rate, not an unbounded queue, bound
 // what is in flight. Packet buffers come from a free list and events are
-// values in a heap slice: the event loop allocates nothing per packet
+// values in the queue's bucket slices: the event loop allocates nothing per packet
 // (BenchmarkFabricEventLoop: 0 allocs per event).
 //
 // Fabrics (fabric.go) add switches: a link may end at a Switch instead

@@ -11,7 +11,7 @@ import (
 // its permutation peer (a new one posted as each completes), so the
 // events are the steady mix of NIC, switch, delivery and timer events.
 // One op is one event; allocs/op must be 0: packet buffers come from the
-// network's free list, events are values in its heap slice, and the
+// network's free list, events are values in its queue's slices, and the
 // transport builds packets into the buffer it is handed.
 func BenchmarkFabricEventLoop(b *testing.B) {
 	f, err := NewFabric(ClosConfig{Tiers: 2, Hosts: 32, Planes: 1, Oversub: 1, HostBps: 100e9, FabricBps: 100e9,

@@ -130,7 +130,6 @@ const (
 
 type event struct {
 	at   Time
-	seq  uint64 // tie-break: FIFO among equal times, for determinism
 	kind evKind
 	host int32
 	buf  int32
@@ -144,8 +143,7 @@ type event struct {
 // Network is a simulated network and its event loop.
 type Network struct {
 	now      Time
-	seq      uint64
-	events   []event
+	events   eventQueue
 	hosts    []*Host
 	switches []*Switch
 	byAddr   map[netip.Addr]*Host
@@ -200,10 +198,11 @@ func NewLink(b *Host, cfg LinkConfig) *Link { return &Link{cfg: cfg, to: b} }
 // SetRoute makes a's packets for b take r.
 func (n *Network) SetRoute(a, b *Host, r Route) { a.links[b.Addr] = r }
 
-// At runs f at virtual time t (for scenarios: posting work, faults).
+// At runs f at virtual time t (for scenarios: posting work, faults), or
+// at once if t has passed.
 func (n *Network) At(t Time, f func(now Time)) {
 	n.calls = append(n.calls, f)
-	n.push(event{at: t, kind: evCall, buf: int32(len(n.calls) - 1)})
+	n.push(event{at: max(t, n.now), kind: evCall, buf: int32(len(n.calls) - 1)})
 }
 
 // SetLink changes the impairments of l from now on.
@@ -227,10 +226,10 @@ func (n *Network) release(i int32) { n.free = append(n.free, i) }
 // Run processes events until none are left, until is reached, or stop
 // returns true (checked after every event).
 func (n *Network) Run(until Time, stop func() bool) {
-	for len(n.events) > 0 {
-		ev := n.pop()
+	for n.events.len() > 0 {
+		ev := n.events.pop()
 		if ev.at > until {
-			n.push(ev)
+			n.events.unpop()
 			n.now = until
 			return
 		}
@@ -407,46 +406,4 @@ func (l *Link) carry(n *Network, from, dst int32, bi int32, size int, port uint1
 	n.push(ev)
 }
 
-func (n *Network) push(ev event) {
-	ev.seq = n.seq
-	n.seq++
-	n.events = append(n.events, ev)
-	i := len(n.events) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !n.less(i, p) {
-			break
-		}
-		n.events[i], n.events[p] = n.events[p], n.events[i]
-		i = p
-	}
-}
-
-func (n *Network) less(i, j int) bool {
-	a, b := &n.events[i], &n.events[j]
-	return a.at < b.at || a.at == b.at && a.seq < b.seq
-}
-
-func (n *Network) pop() event {
-	top := n.events[0]
-	last := len(n.events) - 1
-	n.events[0] = n.events[last]
-	n.events = n.events[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= last {
-			break
-		}
-		m := l
-		if r := l + 1; r < last && n.less(r, l) {
-			m = r
-		}
-		if !n.less(m, i) {
-			break
-		}
-		n.events[i], n.events[m] = n.events[m], n.events[i]
-		i = m
-	}
-	return top
-}
+func (n *Network) push(ev event) { n.events.push(ev) }
