@@ -40,6 +40,10 @@ type FairShare struct {
 	nextMeasure Time
 	started     bool
 	dirty       bool // the set of senders changed: reallocate now
+	// stale: a sender left and the shares are not yet reallocated. A
+	// burst of closes then costs one water-filling, at the next read,
+	// not one each.
+	stale bool
 
 	stats FairShareStats
 }
@@ -211,6 +215,8 @@ func (f *FairShare) Observe(now Time, sender uint64, bytes int) uint64 {
 		f.recompute(now, now >= f.nextMeasure)
 		i = f.find(sender) // recompute may have moved it
 		e = &f.ents[i]
+	} else if f.stale {
+		f.allocate()
 	}
 	return f.shareOf(e)
 }
@@ -221,6 +227,9 @@ func (f *FairShare) Share(sender uint64) uint64 {
 	i := f.find(sender)
 	if i < 0 {
 		return 0
+	}
+	if f.stale {
+		f.allocate()
 	}
 	return f.shareOf(&f.ents[i])
 }
@@ -241,7 +250,7 @@ func (f *FairShare) Remove(sender uint64) {
 		f.index[f.slotOf(f.ents[last].id)] = int32(i)
 	}
 	f.drop(i)
-	f.allocate()
+	f.stale = true
 }
 
 // slotOf returns the index slot holding id, which must be present.
@@ -346,6 +355,7 @@ func (f *FairShare) recompute(now Time, measure bool) {
 // allocate computes the equal share and, if DemandAware, the max-min fair
 // shares by water-filling over the senders' claims.
 func (f *FairShare) allocate() {
+	f.stale = false
 	n := len(f.ents)
 	if n == 0 {
 		f.equal = f.rate
