@@ -292,7 +292,8 @@ func (w *walker) step() {
 	s, n := &w.s, w.opts.TopConns
 	for _, c := range w.conns[w.next:end] {
 		// A connection released since begin still reads consistently
-		// (its memory lives on); it is counted in its final state.
+		// (its memory lives on); it is counted in its final state, with
+		// no paths (the transport reuses a released one's).
 		s.Conns.Total++
 		if st := c.State(); int(st) < len(s.Conns.ByState) {
 			s.Conns.ByState[st]++

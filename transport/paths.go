@@ -109,7 +109,9 @@ type PathInfo struct {
 	Repaths  uint64
 }
 
-// Paths appends a snapshot of c's paths to dst (call on the owner).
+// Paths appends a snapshot of c's paths to dst (call on the owner). A
+// connection that has closed or failed has none: the endpoint reuses its
+// paths for new connections.
 func (c *Conn) Paths(dst []PathInfo) []PathInfo {
 	for i := range c.snd.paths {
 		p := &c.snd.paths[i]
@@ -124,7 +126,7 @@ func (c *Conn) Paths(dst []PathInfo) []PathInfo {
 // PathCounts returns how many of c's paths are active and how many it has
 // (call on the owner). Constant time, from the active list the sender keeps
 // anyway, so telemetry can count path states over every connection without
-// walking every path.
+// walking every path. A closed or failed connection has none.
 func (c *Conn) PathCounts() (active, total int) { return len(c.snd.active), len(c.snd.paths) }
 
 func (p *sendPath) full() bool { return p.nextSeq-p.oldest == p.mask+1 }

@@ -167,7 +167,7 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	s.segQ = ringU32{buf: reuse(st.segQ, nextPow2(msgWindow+len(s.jobs)))}
 	s.segQ.mask = uint32(len(s.segQ.buf) - 1)
 	s.retxQ = ringU32{buf: reuse(st.retxQ, n), mask: uint32(n - 1)}
-	s.paths = make([]sendPath, cfg.Paths)
+	s.paths = reuse(st.paths, cfg.Paths)
 	// One allocation for every path's ring: connections come and go by
 	// the thousand in a collective's set-up.
 	s.rings = reuse(st.rings, cfg.Paths*cfg.PathRing)
@@ -178,8 +178,8 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 		p.base = uint32(i * cfg.PathRing)
 		p.mask = uint32(cfg.PathRing - 1)
 	}
-	s.active = make([]uint16, 0, cfg.Paths)
-	s.probesOwed = make([]uint16, 0, cfg.Paths)
+	s.active = reuse(st.active, cfg.Paths)[:0]
+	s.probesOwed = reuse(st.owed, cfg.Paths)[:0]
 	s.rebuildActive()
 	s.rng = seed | 1
 	s.lastPath = -1

@@ -13,7 +13,7 @@ import (
 // full (packets in flight, lost, out of order; messages half placed)
 // hand those windows to the next connections, which must find them as
 // clean as new ones: every later transfer, over the same lossy link, is
-// exact. A released connection still answers for its paths.
+// exact. A released connection has no paths but keeps its counters.
 func TestRecycledWindows(t *testing.T) {
 	link := sim.DefaultLink
 	link.Loss, link.Reorder = 0.05, 0.2
@@ -57,8 +57,14 @@ func TestRecycledWindows(t *testing.T) {
 		if s, r := transport.Spares(p.a.EP); s != 1 || r != 1 {
 			t.Fatalf("round %d: A keeps %d sender and %d receiver windows, want the closed connection's", round, s, r)
 		}
-		if paths := ca.Paths(nil); len(paths) != p.a.EP.Config().Paths {
+		if paths := ca.Paths(nil); len(paths) != 0 {
 			t.Fatalf("round %d: a released connection reports %d paths", round, len(paths))
+		}
+		if a, n := ca.PathCounts(); a != 0 || n != 0 {
+			t.Fatalf("round %d: a released connection counts %d of %d paths", round, a, n)
+		}
+		if st := ca.Stats(); st.BytesSent < size {
+			t.Fatalf("round %d: a released connection's counters are gone: %+v", round, st)
 		}
 	}
 }
