@@ -140,6 +140,11 @@ scrape_configs:
 		v := query(pathsQ)
 		return len(v) == 1 && v[0].value(t) > 0
 	})
+	// The checks below read each series' latest scraped value: a scrape
+	// that timed out (a loaded CI machine, the race detector) marks the
+	// series stale, and a plain instant query would then find nothing,
+	// while a range selection skips the staleness marker.
+	last := func(series string) string { return "last_over_time(" + series + "[1m])" }
 	for _, inst := range []string{addrA, addrB} {
 		sel := fmt.Sprintf(`{instance=%q,iface=%q,queue="0"}`, inst, s.Hosts[0].Port.Name)
 		if inst == addrB {
@@ -149,10 +154,10 @@ scrape_configs:
 			q   string
 			min float64
 		}{
-			{"metaroce_link_rx_packets_total" + sel, messages},
-			{"metaroce_link_tx_packets_total" + sel, messages / 8},
-			{"metaroce_engine_busy_seconds_total" + sel, 1e-9},
-			{`metaroce_engine_info` + sel, 1},
+			{last("metaroce_link_rx_packets_total" + sel), messages},
+			{last("metaroce_link_tx_packets_total" + sel), messages / 8},
+			{last("metaroce_engine_busy_seconds_total" + sel), 1e-9},
+			{last(`metaroce_engine_info` + sel), 1},
 		} {
 			v := query(c.q)
 			if len(v) != 1 || v[0].value(t) < c.min {
@@ -161,28 +166,29 @@ scrape_configs:
 		}
 		// A packet sent before the first ARP reply is dropped as no_neighbor
 		// (and resent by the transport): the only drop a clean link has.
-		nb := query(strings.Replace("metaroce_link_tx_dropped_total"+sel, "}", `,reason="no_neighbor"}`, 1))
+		nb := query(last(strings.Replace("metaroce_link_tx_dropped_total"+sel, "}", `,reason="no_neighbor"}`, 1)))
 		t.Logf("%s: sent before the neighbour was resolved: %v", inst, nb)
 		// Packets that arrive after the run closed its connection (late
 		// acks, the peer's DISCONNECT retries) are refused as
 		// unknown_connection or unexpected_state: the protocol working,
 		// not the link dropping.
-		late := query("sum by (reason) (metaroce_rx_dropped_total" + strings.Replace(sel, "}", `,reason=~"unknown_connection|unexpected_state"}`, 1) + ")")
+		late := query("sum by (reason) (" + last("metaroce_rx_dropped_total"+strings.Replace(sel, "}", `,reason=~"unknown_connection|unexpected_state"}`, 1)) + ")")
 		t.Logf("%s: refused after close: %v", inst, late)
-		for _, q := range []string{"sum(metaroce_rx_dropped_total" + strings.Replace(sel, "}", `,reason!~"unknown_connection|unexpected_state"}`, 1) + ")", "sum(metaroce_link_rx_dropped_total" + sel + ")",
-			"sum(metaroce_link_tx_dropped_total" + strings.Replace(sel, "}", `,reason!="no_neighbor"}`, 1) + ")",
-			fmt.Sprintf(`sum(metaroce_xdp_dropped_total{instance=%q})`, inst)} {
+		for _, q := range []string{"sum(" + last("metaroce_rx_dropped_total"+strings.Replace(sel, "}", `,reason!~"unknown_connection|unexpected_state"}`, 1)) + ")",
+			"sum(" + last("metaroce_link_rx_dropped_total"+sel) + ")",
+			"sum(" + last("metaroce_link_tx_dropped_total"+strings.Replace(sel, "}", `,reason!="no_neighbor"}`, 1)) + ")",
+			"sum(" + last(fmt.Sprintf(`metaroce_xdp_dropped_total{instance=%q}`, inst)) + ")"} {
 			if v := query(q); len(v) != 1 || v[0].value(t) != 0 {
 				t.Errorf("clean link: %s = %v", q, v)
 			}
 		}
-		if v := query(fmt.Sprintf(`metaroce_xdp_redirected_total{instance=%q}`, inst)); len(v) != 1 || v[0].value(t) < messages {
+		if v := query(last(fmt.Sprintf(`metaroce_xdp_redirected_total{instance=%q}`, inst))); len(v) != 1 || v[0].value(t) < messages {
 			t.Errorf("xdp redirected: %v", v)
 		}
-		xsk := query(fmt.Sprintf(`sum(metaroce_xsk_rx_dropped_total{instance=%q})`, inst))
+		xsk := query("sum(" + last(fmt.Sprintf(`metaroce_xsk_rx_dropped_total{instance=%q}`, inst)) + ")")
 		t.Logf("%s: XSK kernel drops %v (ring full under a burst; the transport recovers them)", inst, xsk)
 	}
-	if v := query(fmt.Sprintf(`metaroce_rtt_seconds_count{instance=%q}`, addrA)); len(v) != 1 || v[0].value(t) == 0 {
+	if v := query(last(fmt.Sprintf(`metaroce_rtt_seconds_count{instance=%q}`, addrA))); len(v) != 1 || v[0].value(t) == 0 {
 		t.Errorf("writer: no RTT samples: %v", v)
 	}
 	// One connection of 16 paths.
