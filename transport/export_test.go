@@ -10,3 +10,7 @@ func SetInitialPSN(e *Endpoint, psn uint32) {
 // Spares returns how many released connections' sender and receiver
 // windows e keeps for reuse.
 func Spares(e *Endpoint) (send, recv int) { return len(e.spareSend), len(e.spareRecv) }
+
+// NoSpares makes e allocate every connection's windows afresh (the
+// baseline of BenchmarkConnChurn).
+func NoSpares(e *Endpoint) { e.spareMax, e.spareSend, e.spareRecv = 0, nil, nil }

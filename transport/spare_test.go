@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -66,5 +67,94 @@ func TestRecycledWindows(t *testing.T) {
 		if st := ca.Stats(); st.BytesSent < size {
 			t.Fatalf("round %d: a released connection's counters are gone: %+v", round, st)
 		}
+	}
+}
+
+// BenchmarkConnChurn is a lazy collective's life of a connection: connect,
+// one 4 KiB WRITE, close, with the simulator's fabric configuration (22 KB
+// of windows per end), two endpoints passing packets directly. One op is
+// one connection; "fresh" turns the endpoint's spares off, the baseline
+// for B/op and ns/op.
+func BenchmarkConnChurn(b *testing.B) {
+	for _, mode := range []string{"recycled", "fresh"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := sim.FabricTransport
+			cfg.Seed = 1
+			ea, err := transport.NewEndpoint(cfg, addrA)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.Seed = 2
+			eb, _ := transport.NewEndpoint(cfg, addrB)
+			if mode == "fresh" {
+				transport.NoSpares(ea)
+				transport.NoSpares(eb)
+			}
+			mem := transport.NewMemoryTable()
+			mem.Add(&transport.Region{Key: 3, Buf: make([]byte, 4096), Access: transport.AccessRemoteWrite})
+			eb.Listen(1, mem)
+			src := make([]byte, 4096)
+			buf := make([]byte, ea.MaxPacket())
+			cq := make([]transport.Completion, 16)
+			var now transport.Time
+			// pump moves packets both ways, and runs the next timer when
+			// none is owed, until A has reported a completion of op; it
+			// returns that completion's connection.
+			pump := func(op transport.Op) *transport.Conn {
+				for range 10_000 {
+					for _, p := range [...]struct {
+						from, to *transport.Endpoint
+						src      netip.Addr
+					}{{ea, eb, addrA}, {eb, ea, addrB}} {
+						for {
+							d, ok := p.from.Transmit(now, buf)
+							if !ok {
+								break
+							}
+							now += 100
+							p.to.Receive(now, p.src, false, buf[:d.Len])
+						}
+					}
+					for eb.PollCompletions(cq) > 0 {
+					}
+					var c *transport.Conn
+					for k := ea.PollCompletions(cq); k > 0; k = ea.PollCompletions(cq) {
+						for _, e := range cq[:k] {
+							if e.Op == op {
+								c = e.Conn
+							}
+						}
+					}
+					if c != nil {
+						return c
+					}
+					if ea.HasOutput() || eb.HasOutput() {
+						continue
+					}
+					t := min(ea.NextTimeout(), eb.NextTimeout())
+					if t == transport.Never {
+						break
+					}
+					now = max(now, t)
+					ea.Timeout(now)
+					eb.Timeout(now)
+				}
+				b.Fatalf("no completion %v", op)
+				return nil
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ea.Connect(now, addrB, 1, transport.NewMemoryTable()); err != nil {
+					b.Fatal(err)
+				}
+				c := pump(transport.OpConnected)
+				if err := c.PostWrite(&transport.WorkRequest{Local: src, RKey: 3}); err != nil {
+					b.Fatal(err)
+				}
+				pump(transport.OpWrite)
+				c.Close(now)
+				pump(transport.OpClosed)
+			}
+		})
 	}
 }
