@@ -244,7 +244,7 @@ func (c *Conn) Close(now Time) {
 	c.state = StateClosing
 	c.ctlOwed = wire.OpDisconnect
 	c.ctlTries = 0
-	c.ctlRTO = c.ep.cfg.ConnectTimeout
+	c.ctlRTO = c.ep.ctlRTO(&c.snd.rtt)
 	c.ctlDeadline = now + Time(c.ctlRTO)
 	c.ep.markReady(c)
 	c.ep.reschedule(c)

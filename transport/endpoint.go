@@ -54,6 +54,13 @@ type Endpoint struct {
 
 	stats Stats
 
+	// hsRTT smooths the round trips of every connection's handshake
+	// (§8.4): the first CONNECT interval of new connections (§7.3).
+	hsRTT rttEstimator
+	// blind: connections whose CONNECT schedule began before hsRTT had
+	// a sample (handshake.go, sampleHandshakeRTT).
+	blind []*Conn
+
 	// fair shares LineRateBps among the connections sending to this
 	// endpoint, for the rate hint in their acks (nil: RateHintOff).
 	fair *congestion.FairShare
@@ -105,6 +112,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 		return nil, err
 	}
 	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
+	e.hsRTT.init(&e.cfg)
 	if cfg.RateHint == RateHintFair {
 		fs, err := congestion.NewFairShare(congestion.FairShareConfig{LineRate: cfg.LineRateBps,
 			MaxSenders: min(cfg.MaxConns, 1024), DemandAware: true})

@@ -20,8 +20,11 @@ func (e *Endpoint) Connect(now Time, peer netip.Addr, service uint32, mem Memory
 	c.state = StateConnecting
 	c.service = service
 	c.ctlOwed = wire.OpConnect
-	c.ctlRTO = e.cfg.ConnectTimeout
+	c.ctlRTO = e.ctlRTO(&e.hsRTT)
 	c.ctlDeadline = now + Time(c.ctlRTO)
+	if !e.hsRTT.have && len(e.blind) < maxBlind {
+		e.blind = append(e.blind, c)
+	}
 	e.markReady(c)
 	e.reschedule(c)
 	return c, nil
@@ -79,10 +82,53 @@ func (c *Conn) handshakeRTT(now Time) {
 	c.acceptAt = 0
 }
 
-// ctlTimer retransmits CONNECT or DISCONNECT, or gives up.
+// maxBlind bounds the connections an endpoint re-arms at its first
+// handshake sample: enough for a job's start, when a host connects to
+// all its peers at once; later ones keep ConnectTimeout.
+const maxBlind = 4096
+
+// sampleHandshakeRTT feeds a connection's handshake round trip to the
+// endpoint's estimate. The first one also shortens the first CONNECT
+// interval of the connections that started without an estimate and have
+// not retried or heard a CHALLENGE yet: at a job's start every host
+// connects to all its peers before any answer has come back, and a lost
+// handshake packet of those would otherwise cost ConnectTimeout.
+func (e *Endpoint) sampleHandshakeRTT(now Time, rtt Duration) {
+	first := !e.hsRTT.have
+	e.hsRTT.sample(rtt)
+	if !first {
+		return
+	}
+	d := e.ctlRTO(&e.hsRTT)
+	for _, c := range e.blind {
+		if c.state != StateConnecting || c.ctlTries != 0 || c.snd.rtt.have {
+			continue
+		}
+		if dl := max(c.connectAt+Time(d), now); dl < c.ctlDeadline {
+			c.ctlRTO, c.ctlDeadline = d, dl
+			e.reschedule(c)
+		}
+	}
+	clear(e.blind)
+	e.blind = nil
+}
+
+// ctlRTO is the first interval of the CONNECT or DISCONNECT schedule
+// (§7.3): the RTO of the round trips r has measured, but never more than
+// ConnectTimeout, which is also what it is before any sample.
+func (e *Endpoint) ctlRTO(r *rttEstimator) Duration {
+	return min(r.rto(e.cfg.ConnectTimeout), e.cfg.ConnectTimeout)
+}
+
+// ctlTimer retransmits CONNECT or DISCONNECT, or gives up. Only expiries
+// of ConnectTimeout or longer count against ConnectRetries: the fast
+// retries below it, from a measured round trip, must not make a peer
+// that is away for a while fail sooner than the fixed schedule would.
 func (c *Conn) ctlTimer(now Time) {
 	cfg := &c.ep.cfg
-	c.ctlTries++
+	if c.ctlRTO >= min(cfg.ConnectTimeout, cfg.MaxRTO) {
+		c.ctlTries++
+	}
 	if c.ctlTries > cfg.ConnectRetries {
 		c.ctlDeadline = 0
 		switch c.state {
@@ -130,9 +176,16 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		// connection's first RTT sample, so its first data does not wait
 		// on the InitialRTO (§8.4). An echo of an earlier CONNECT would
 		// overstate the round trip, so only the latest counts.
+		// It also restarts the CONNECT schedule from that round trip
+		// (once: a listener that challenged every CONNECT must not keep
+		// the timer from ever expiring).
 		if Time(p.Timestamp()) == c.connectAt && !c.snd.rtt.have {
-			c.snd.rtt.sampleHandshake(Duration(now - c.connectAt))
+			rtt := Duration(now - c.connectAt)
+			c.snd.rtt.sampleHandshake(rtt)
 			c.snd.rto = c.snd.rtt.rto(e.cfg.InitialRTO)
+			e.sampleHandshakeRTT(now, rtt)
+			c.ctlRTO = e.ctlRTO(&c.snd.rtt)
+			c.ctlDeadline = now + Time(c.ctlRTO)
 		}
 		e.touch(c)
 	case wire.OpAccept:

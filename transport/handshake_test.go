@@ -271,3 +271,112 @@ func TestClosingDoesNotSpin(t *testing.T) {
 		t.Errorf("%d events to close", n)
 	}
 }
+
+// dropConn returns a link filter that drops the next n connection
+// packets of opcode op (n is read and counted down as they pass).
+func dropConn(op wire.Opcode, n *int) func(sim.Time, []byte) bool {
+	return func(_ sim.Time, pkt []byte) bool {
+		p, err := wire.Parse(pkt)
+		if err != nil || p.Class != wire.ClassConn || p.Conn().Opcode() != op || *n == 0 {
+			return false
+		}
+		*n--
+		return true
+	}
+}
+
+// TestHandshakeRetryFromRTT (§7.3): an endpoint that has timed a
+// handshake retries CONNECT after the measured RTO (at least MinRTO)
+// instead of ConnectTimeout; connections that started before its first
+// sample re-arm to it when the sample comes; and those fast retries do
+// not count against ConnectRetries, so an unreachable listener still
+// takes the whole fixed schedule to fail.
+func TestHandshakeRetryFromRTT(t *testing.T) {
+	def := transport.Defaults
+	t.Run("lost ACCEPT", func(t *testing.T) {
+		lost := 0
+		link := sim.DefaultLink
+		p := newPair(t, transport.Config{}, link, 16)
+		link.Drop = dropConn(wire.OpAccept, &lost)
+		p.ba.SetLink(link)
+		p.connect() // times the handshake
+		p.ca.Close(p.net.Now())
+		p.kick()
+		p.idle(time.Millisecond)
+		lost = 1
+		p.ca = nil
+		start := p.net.Now()
+		if _, err := p.a.EP.Connect(start, p.b.Addr, 1, transport.NewMemoryTable()); err != nil {
+			t.Fatal(err)
+		}
+		p.a.Kick()
+		p.runUntil(time.Second, func() bool { return p.ca != nil })
+		took := time.Duration(p.net.Now() - start)
+		if lost != 0 || p.ca == nil {
+			t.Fatalf("ACCEPT not dropped (%d left) or never connected", lost)
+		}
+		if took < def.MinRTO || took > 2*def.MinRTO {
+			t.Errorf("connected %v after a lost ACCEPT, want one MinRTO (%v) and a round trip; ConnectTimeout is %v", took, def.MinRTO, def.ConnectTimeout)
+		}
+	})
+	t.Run("started blind", func(t *testing.T) {
+		lost := 1
+		link := sim.DefaultLink
+		link.Drop = dropConn(wire.OpConnect, &lost)
+		p := newPair(t, transport.Config{}, link, 16)
+		var at []sim.Time
+		p.onA = func(now sim.Time, c transport.Completion) {
+			if c.Op == transport.OpConnected {
+				at = append(at, now)
+			}
+		}
+		// Two connections at once, before any answer: the first CONNECT
+		// on the wire is lost; the second connection's CHALLENGE is the
+		// endpoint's first sample.
+		for range 2 {
+			if _, err := p.a.EP.Connect(0, p.b.Addr, 1, transport.NewMemoryTable()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.a.Kick()
+		p.runUntil(time.Second, func() bool { return len(at) == 2 })
+		if lost != 0 || len(at) != 2 {
+			t.Fatalf("CONNECT not dropped (%d left) or %d of 2 connected", lost, len(at))
+		}
+		if took := time.Duration(at[1]); took > 2*def.MinRTO {
+			t.Errorf("the connection whose CONNECT was lost connected after %v, want about MinRTO (%v), not ConnectTimeout (%v)", took, def.MinRTO, def.ConnectTimeout)
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		p := newPair(t, transport.Config{}, sim.DefaultLink, 16)
+		p.connect()
+		dead := sim.DefaultLink
+		dead.Drop = func(sim.Time, []byte) bool { return true }
+		p.ab.SetLink(dead)
+		sent := p.ab.Stats.Packets
+		start := p.net.Now()
+		c, err := p.a.EP.Connect(start, p.b.Addr, 1, transport.NewMemoryTable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.a.Kick()
+		p.runUntil(10*time.Second, func() bool { return c.State() == transport.StateFailed })
+		if c.State() != transport.StateFailed {
+			t.Fatal("connection to an unreachable listener did not fail")
+		}
+		// The fixed schedule: ConnectTimeout doubling up to MaxRTO,
+		// ConnectRetries retries, failing at the next expiry.
+		var fixed time.Duration
+		for k, rto := 0, def.ConnectTimeout; k <= def.ConnectRetries; k, rto = k+1, min(2*rto, def.MaxRTO) {
+			fixed += rto
+		}
+		took := time.Duration(p.net.Now() - start)
+		connects := p.ab.Stats.Packets - sent
+		if took < fixed {
+			t.Errorf("failed after %v, sooner than the fixed schedule's %v", took, fixed)
+		}
+		if connects <= uint64(def.ConnectRetries)+1 {
+			t.Errorf("%d CONNECTs: no fast retries before the fixed schedule", connects)
+		}
+	})
+}

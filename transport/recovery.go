@@ -35,6 +35,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 			// The handshake probe's answer: an RTO's worth of RTT,
 			// not a data packet's (no minimum, no controller sample).
 			s.rtt.sampleHandshake(rtt)
+			c.ep.sampleHandshakeRTT(now, rtt)
 			rtt = 0
 		} else {
 			s.rtt.sample(rtt)
