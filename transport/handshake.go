@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 
 	"github.com/metaroce/metaroce/wire"
 )
@@ -22,8 +23,14 @@ func (e *Endpoint) Connect(now Time, peer netip.Addr, service uint32, mem Memory
 	c.ctlOwed = wire.OpConnect
 	c.ctlRTO = e.ctlRTO(&e.hsRTT)
 	c.ctlDeadline = now + Time(c.ctlRTO)
-	if !e.hsRTT.have && len(e.blind) < maxBlind {
-		e.blind = append(e.blind, c)
+	if !e.hsRTT.have {
+		if len(e.blind) == maxBlind {
+			// No answer yet from anyone: forget the attempts that ended.
+			e.blind = slices.DeleteFunc(e.blind, func(c *Conn) bool { return c.state != StateConnecting })
+		}
+		if len(e.blind) < maxBlind {
+			e.blind = append(e.blind, c)
+		}
 	}
 	e.markReady(c)
 	e.reschedule(c)
