@@ -40,6 +40,12 @@ type FabricResult struct {
 	BytesDelivered    int64 `json:"bytes_delivered"`
 	DuplicateArrivals int   `json:"duplicate_arrivals"`
 
+	// Incomplete: some writes never completed, or failed, by the end of
+	// the run. The collective and the message percentiles are then lower
+	// bounds (and so are ratios against this run): the collective runs
+	// to the stop, and each unfinished write counts as finishing then,
+	// or as taking no time if it was never posted.
+	Incomplete bool `json:"incomplete,omitempty"`
 	// CollectiveUs runs from the first post to the last arrival;
 	// IdealUs is the lower bound of idealNs; OverIdeal their ratio.
 	CollectiveUs float64 `json:"collective_us"`
@@ -99,7 +105,7 @@ type FabricResult struct {
 func (r *fabricRun) report(res *FabricResult, start, end Time, series []float64, links []*Link,
 	carried0 []uint64, target *Link) {
 	res.DuplicateArrivals = r.dupArrivals
-	var fct, bg []float64
+	var fct, bound, bg []float64
 	var last Time
 	for i := range r.ms {
 		m := &r.ms[i]
@@ -115,16 +121,31 @@ func (r *fabricRun) report(res *FabricResult, start, end Time, series []float64,
 			res.BytesDelivered += int64(m.size)
 			fct = append(fct, float64(m.done-m.posted)/1e3)
 			last = max(last, m.arrived, m.done)
+			continue
 		case m.done == 0:
 			res.MessagesLost++
 		}
+		// Unfinished (lost or failed): at least until the run stopped,
+		// or, never posted (a window's turn that never came), at least 0.
+		b := 0.0
+		if m.posted != 0 {
+			b = float64(end-m.posted) / 1e3
+		}
+		bound = append(bound, b)
 	}
 	slices.Sort(fct)
-	res.FCTs = fct
-	res.FCTP50us, res.FCTP99us = percentile(fct, 0.5), percentile(fct, 0.99)
-	res.FCTP999us = percentile(fct, 0.999)
-	if len(fct) > 0 {
-		res.FCTMaxUs = fct[len(fct)-1]
+	res.FCTs = fct // the CDF plot's: completed writes only
+	all := fct
+	if len(bound) > 0 {
+		res.Incomplete = true
+		all = slices.Concat(fct, bound)
+		slices.Sort(all)
+		last = max(last, end)
+	}
+	res.FCTP50us, res.FCTP99us = percentile(all, 0.5), percentile(all, 0.99)
+	res.FCTP999us = percentile(all, 0.999)
+	if len(all) > 0 {
+		res.FCTMaxUs = all[len(all)-1]
 	}
 	res.BgMessages = len(bg)
 	res.BgFCTP50us, res.BgFCTP99us = fctStats(bg)

@@ -127,3 +127,51 @@ func TestFabricWindowedAllToAll(t *testing.T) {
 		t.Errorf("%d events for %d messages", res.Events, res.Messages)
 	}
 }
+
+// TestFabricIncompleteIsLowerBound: a run stopped halfway through its
+// collective says it is incomplete, and its collective and percentiles
+// bound the real figures from below instead of describing only the writes
+// that made it (a baseline that stalls must not look faster than it is):
+// the collective runs to the stop, an unfinished write counts until the
+// stop, and one never posted counts as taking no time.
+func TestFabricIncompleteIsLowerBound(t *testing.T) {
+	for _, window := range []int{0, 2} {
+		cfg := FabricConfig{Clos: ClosConfig{Hosts: 16, Seed: 1}, Workload: WorkAllToAll, Size: 64 << 10, Window: window}
+		full := runFabricOK(t, cfg)
+		if full.Incomplete {
+			t.Fatal("a complete run says it is incomplete")
+		}
+		cfg.Transport = FabricTransport
+		cfg.Limit = time.Duration((full.SetupUs + full.CollectiveUs/2) * 1e3)
+		cut, err := RunFabric(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cut.Incomplete || cut.Error == "" || cut.MessagesCompleted == cut.Messages {
+			t.Fatalf("window %d, stopped halfway: incomplete %v, error %q, %d of %d complete",
+				window, cut.Incomplete, cut.Error, cut.MessagesCompleted, cut.Messages)
+		}
+		if len(cut.FCTs) != cut.MessagesCompleted {
+			t.Errorf("window %d: the CDF's %d completion times include unfinished writes (%d completed)", window, len(cut.FCTs), cut.MessagesCompleted)
+		}
+		half := full.CollectiveUs / 2
+		if cut.CollectiveUs < half-0.01 {
+			t.Errorf("window %d: collective %.1f us, less than the %.1f us the run lasted", window, cut.CollectiveUs, half)
+		}
+		switch window {
+		case 0:
+			// Every write was posted at the start and none had finished
+			// (an all-to-all at once completes in a burst at the end):
+			// each counts the whole run.
+			if cut.MessagesCompleted != 0 || cut.FCTP50us < half-0.01 || cut.FCTMaxUs < half-0.01 {
+				t.Errorf("%d complete, p50 %.1f us, max %.1f us after %.1f us", cut.MessagesCompleted, cut.FCTP50us, cut.FCTMaxUs, half)
+			}
+		case 2:
+			// A third of the writes were never posted: they add zeros, so
+			// p50 over all is at most the completed writes' own.
+			if own := cut.FCTs[len(cut.FCTs)/2]; cut.FCTP50us > own {
+				t.Errorf("p50 %.1f us above the completed writes' %.1f us: unposted writes must count as 0", cut.FCTP50us, own)
+			}
+		}
+	}
+}

@@ -207,5 +207,8 @@ func printFabric(out io.Writer, runs []*sim.FabricResult) {
 		if r.Error != "" {
 			fmt.Fprintf(out, "%s: error: %s\n", r.Transport, r.Error)
 		}
+		if r.Incomplete {
+			fmt.Fprintf(out, "%s: incomplete: its collective and message percentiles are lower bounds (each unfinished write counted until the run stopped), and so are ratios against it\n", r.Transport)
+		}
 	}
 }
