@@ -469,6 +469,12 @@ func (c *Conn) senderTimer(now Time) {
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 				c.ep.stats.TailProbes++
 				c.loseTransmission(now, int(r.path), r.pseq)
+				// The probe gets a whole RTO to be answered (RFC 8985
+				// §7.3): with the PTO capped at the RTO both would
+				// otherwise expire together, and every tail loss of a
+				// sender with a packet or two in flight would also be a
+				// timeout, doubling the RTO and collapsing the window.
+				s.rtoDeadline = now + Time(s.rto)
 			}
 		}
 	}

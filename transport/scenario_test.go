@@ -2,8 +2,10 @@ package transport_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -428,18 +430,30 @@ func TestRejectedMessageDoesNotWedgeStream(t *testing.T) {
 // lost completes after a probe timeout of about two RTTs, not after the
 // 200 us minimum RTO.
 func TestTailLossProbe(t *testing.T) {
+	// With a tiny MinRTO the RTO of a steady few-microsecond RTT is below
+	// the PTO's 2 SRTT + AckDelay, so the PTO is capped at the RTO and
+	// both expire together: the probe must still repair the tail alone
+	// (the RTO restarts behind it), not count a timeout as well.
+	for _, cfg := range []transport.Config{{}, {MinRTO: 10 * time.Microsecond}} {
+		t.Run(fmt.Sprintf("MinRTO=%v", cmp.Or(cfg.MinRTO, transport.Defaults.MinRTO)), func(t *testing.T) { tailLossProbe(t, cfg) })
+	}
+}
+
+func tailLossProbe(t *testing.T, cfg transport.Config) {
+	// Message 5's two packets are both lost the first time: the probe
+	// resends the first, and its ack shows the second lost.
 	dropped := false
 	link := sim.DefaultLink
 	link.Drop = dropIf(func(now sim.Time, d wire.Data) bool {
-		if d.Opcode() == wire.OpWrite && d.MsgID() == 5 && !dropped {
+		if d.Opcode() == wire.OpWrite && d.MsgID() == 5 && d.Flags()&wire.FlagRetx == 0 {
 			dropped = true
 			return true
 		}
 		return false
 	})
-	p := newPair(t, transport.Config{}, link, 1<<16)
+	p := newPair(t, cfg, link, 1<<16)
 	p.connect()
-	src := pattern(100, 2)
+	src := pattern(p.ca.MaxPayload()+100, 2)
 	var done []sim.Time
 	p.onA = func(now sim.Time, c transport.Completion) {
 		if c.Op == transport.OpWrite {
@@ -447,7 +461,7 @@ func TestTailLossProbe(t *testing.T) {
 		}
 	}
 	var start sim.Time
-	for i := 0; i < 8; i++ { // one at a time, so each is a tail
+	for i := 0; i < 8; i++ { // one at a time, so each ends in a tail
 		start = p.net.Now()
 		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
 		p.kick()
