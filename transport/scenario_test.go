@@ -514,3 +514,47 @@ func TestMismatchedPacketFailsMessage(t *testing.T) {
 		t.Fatalf("tampered %v; A %+v B %+v", tampered, p.cqA, p.cqB)
 	}
 }
+
+// TestTailLossProbeSprayedTail: the last two packets of a four-packet
+// message, on two different paths, are lost. The probe resends both (each
+// has had its path's round trip): the message completes well inside
+// MinRTO, with one probe and no timeout.
+func TestTailLossProbeSprayedTail(t *testing.T) {
+	link := sim.DefaultLink
+	var lostPaths []uint16
+	var mp int
+	link.Drop = dropIf(func(now sim.Time, d wire.Data) bool {
+		if d.Opcode() == wire.OpWrite && d.MsgID() == 1 && d.Flags()&wire.FlagRetx == 0 && int(d.Offset()) >= 2*mp {
+			lostPaths = append(lostPaths, d.PathID())
+			return true
+		}
+		return false
+	})
+	p := newPair(t, transport.Config{Paths: 4}, link, 1<<16)
+	p.connect()
+	mp = p.ca.MaxPayload()
+	var done []sim.Time
+	p.onA = func(now sim.Time, c transport.Completion) {
+		if c.Op == transport.OpWrite {
+			done = append(done, now)
+		}
+	}
+	src := pattern(4*mp, 3)
+	var start sim.Time
+	for i := range 2 { // message 0 times the connection; message 1 loses its tail
+		start = p.net.Now()
+		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
+		p.kick()
+		p.runUntil(10*time.Millisecond, func() bool { return len(done) == i+1 })
+		if len(done) != i+1 {
+			t.Fatalf("write %d did not complete", i)
+		}
+	}
+	if len(lostPaths) != 2 || lostPaths[0] == lostPaths[1] {
+		t.Fatalf("lost the tail on paths %v, want two different paths", lostPaths)
+	}
+	st := p.a.EP.Stats()
+	if took := time.Duration(done[1] - start); took >= transport.Defaults.MinRTO || st.Timeouts != 0 || st.TailProbes != 1 {
+		t.Errorf("sprayed tail recovered after %v (MinRTO %v), %d timeouts, %d probes", took, transport.Defaults.MinRTO, st.Timeouts, st.TailProbes)
+	}
+}
