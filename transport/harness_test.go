@@ -89,6 +89,32 @@ func (p *pair) runUntil(d time.Duration, cond func() bool) {
 	p.net.Run(p.net.Now()+sim.Time(d), cond)
 }
 
+// writesInTurn has A write src to B's region n times, each once the one
+// before has completed, and returns when each was posted and completed.
+func (p *pair) writesInTurn(n int, src []byte) (posted, done []sim.Time) {
+	p.t.Helper()
+	prev := p.onA
+	defer func() { p.onA = prev }()
+	p.onA = func(now sim.Time, c transport.Completion) {
+		if c.Op == transport.OpWrite {
+			done = append(done, now)
+		}
+		if prev != nil {
+			prev(now, c)
+		}
+	}
+	for i := range n {
+		posted = append(posted, p.net.Now())
+		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
+		p.kick()
+		p.runUntil(10*time.Millisecond, func() bool { return len(done) == i+1 })
+		if len(done) != i+1 {
+			p.t.Fatalf("write %d did not complete", i)
+		}
+	}
+	return posted, done
+}
+
 // idle runs the network for d regardless.
 func (p *pair) idle(d time.Duration) { p.net.Run(p.net.Now()+sim.Time(d), nil) }
 

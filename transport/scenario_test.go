@@ -453,30 +453,13 @@ func tailLossProbe(t *testing.T, cfg transport.Config) {
 	})
 	p := newPair(t, cfg, link, 1<<16)
 	p.connect()
-	src := pattern(p.ca.MaxPayload()+100, 2)
-	var done []sim.Time
-	p.onA = func(now sim.Time, c transport.Completion) {
-		if c.Op == transport.OpWrite {
-			done = append(done, now)
-		}
+	// One at a time, so each ends in a tail.
+	posted, done := p.writesInTurn(8, pattern(p.ca.MaxPayload()+100, 2))
+	if !dropped {
+		t.Fatal("the drop did not happen")
 	}
-	var start sim.Time
-	for i := 0; i < 8; i++ { // one at a time, so each ends in a tail
-		start = p.net.Now()
-		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
-		p.kick()
-		p.runUntil(10*time.Millisecond, func() bool { return len(done) == i+1 })
-		if len(done) != i+1 {
-			t.Fatalf("write %d did not complete", i)
-		}
-		if i == 5 {
-			if !dropped {
-				t.Fatal("the drop did not happen")
-			}
-			if took := time.Duration(done[i] - start); took >= transport.Defaults.MinRTO {
-				t.Errorf("tail loss recovered after %v, not before the %v minimum RTO", took, transport.Defaults.MinRTO)
-			}
-		}
+	if took := time.Duration(done[5] - posted[5]); took >= transport.Defaults.MinRTO {
+		t.Errorf("tail loss recovered after %v, not before the %v minimum RTO", took, transport.Defaults.MinRTO)
 	}
 	if p.a.EP.Stats().TailProbes == 0 || p.a.EP.Stats().Timeouts != 0 {
 		t.Errorf("tail probes %d, timeouts %d", p.a.EP.Stats().TailProbes, p.a.EP.Stats().Timeouts)
@@ -533,28 +516,13 @@ func TestTailLossProbeSprayedTail(t *testing.T) {
 	p := newPair(t, transport.Config{Paths: 4}, link, 1<<16)
 	p.connect()
 	mp = p.ca.MaxPayload()
-	var done []sim.Time
-	p.onA = func(now sim.Time, c transport.Completion) {
-		if c.Op == transport.OpWrite {
-			done = append(done, now)
-		}
-	}
-	src := pattern(4*mp, 3)
-	var start sim.Time
-	for i := range 2 { // message 0 times the connection; message 1 loses its tail
-		start = p.net.Now()
-		p.ca.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr, RKey: p.key})
-		p.kick()
-		p.runUntil(10*time.Millisecond, func() bool { return len(done) == i+1 })
-		if len(done) != i+1 {
-			t.Fatalf("write %d did not complete", i)
-		}
-	}
+	// Message 0 times the connection; message 1 loses its tail.
+	posted, done := p.writesInTurn(2, pattern(4*mp, 3))
 	if len(lostPaths) != 2 || lostPaths[0] == lostPaths[1] {
 		t.Fatalf("lost the tail on paths %v, want two different paths", lostPaths)
 	}
 	st := p.a.EP.Stats()
-	if took := time.Duration(done[1] - start); took >= transport.Defaults.MinRTO || st.Timeouts != 0 || st.TailProbes != 1 {
+	if took := time.Duration(done[1] - posted[1]); took >= transport.Defaults.MinRTO || st.Timeouts != 0 || st.TailProbes != 1 {
 		t.Errorf("sprayed tail recovered after %v (MinRTO %v), %d timeouts, %d probes", took, transport.Defaults.MinRTO, st.Timeouts, st.TailProbes)
 	}
 }
