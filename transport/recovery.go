@@ -311,29 +311,6 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	c.ep.stats.LostDetected++
 }
 
-// loseUnanswered declares lost everything unresolved that has had a round
-// trip and the reorder allowance to be acked (RACK's rule at an RTO, RFC
-// 8985 §6.3: whatever was sent before the silence began is as lost as the
-// packet the timer ran for), each path by its own round trip as the
-// per-path scan judges it, and the oldest outstanding PSN in any case, so
-// the timer that calls it always resends something.
-func (c *Conn) loseUnanswered(now Time) {
-	s := &c.snd
-	for pi := range s.paths {
-		p := &s.paths[pi]
-		horizon := now - c.pathLossDelay(p, 0)
-		for seq := p.oldest; seq != p.nextSeq; seq++ {
-			if t := c.snd.tx(p, seq); t.live && t.sent <= horizon {
-				c.loseTransmission(now, pi, seq)
-			}
-		}
-		c.advanceOldest(p)
-	}
-	if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
-		c.loseTransmission(now, int(r.path), r.pseq)
-	}
-}
-
 // onNack processes a negative acknowledgement (§6.3).
 func (c *Conn) onNack(now Time, n wire.Nack) {
 	s := &c.snd
@@ -486,17 +463,12 @@ func (c *Conn) senderTimer(now Time) {
 	if s.tlpDeadline != 0 && now >= s.tlpDeadline {
 		s.tlpDeadline = 0
 		if !s.tlpFired && s.inflight > 0 && s.retxQ.empty() {
-			// Resend the oldest outstanding packet, on another path, and
-			// whatever has had its path's round trip: a probe's ack
-			// speaks only for its own path, so on a sprayed tail it
-			// could not reveal the losses on the others, which would
-			// wait for the RTO. Unlike the RTO: no backoff, no count,
-			// no word to the controller, once per idle period; the RTO
-			// timer runs on, for what this does not repair.
+			// Resend the oldest outstanding packet, on another path; its
+			// ack (or its loss) tells us about the tail.
 			s.tlpFired = true
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 				c.ep.stats.TailProbes++
-				c.loseUnanswered(now)
+				c.loseTransmission(now, int(r.path), r.pseq)
 			}
 		}
 	}
@@ -515,7 +487,26 @@ func (c *Conn) senderTimer(now Time) {
 			c.fail(StatusRetryExceeded, errRetries)
 			return
 		}
-		c.loseUnanswered(now)
+		// Everything unresolved that has had a round trip and the
+		// reorder allowance to be acked is lost (RACK's rule at an RTO,
+		// RFC 8985 §6.3: whatever was sent before the silence began is
+		// as lost as the packet the timer ran for); the oldest
+		// outstanding PSN always is, so a timeout always resends
+		// something. Each path by its own round trip, as the per-path
+		// scan judges it.
+		for pi := range s.paths {
+			p := &s.paths[pi]
+			horizon := now - c.pathLossDelay(p, 0)
+			for seq := p.oldest; seq != p.nextSeq; seq++ {
+				if t := c.snd.tx(p, seq); t.live && t.sent <= horizon {
+					c.loseTransmission(now, pi, seq)
+				}
+			}
+			c.advanceOldest(p)
+		}
+		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+			c.loseTransmission(now, int(r.path), r.pseq)
+		}
 		s.rto = min(2*s.rto, cfg.MaxRTO)
 		if s.inflight > 0 || !s.retxQ.empty() {
 			s.rtoDeadline = now + Time(s.rto)

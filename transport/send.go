@@ -376,14 +376,11 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 			s.nextTx = max(s.nextTx, now) + Time(float64((int(r.n)+wire.DataLen+wire.TrailerLen)*8)*1e9/float64(rate))
 		}
 	}
+	if !s.tlpFired {
+		s.tlpDeadline = now + Time(c.pto())
+	}
 	if s.rtoDeadline == 0 {
 		s.rtoDeadline = now + Time(s.rto)
-	}
-	if !s.tlpFired {
-		// Never after the RTO (RFC 8985 §7.2): the timer that runs from
-		// the oldest transmission would otherwise always beat the probe
-		// timer that each new one pushes back.
-		s.tlpDeadline = min(now+Time(c.pto()), s.rtoDeadline)
 	}
 	h := wire.DataHeader{
 		Flags: flags, DstConn: c.peerID, PSN: psn, PathID: uint16(pi), PathSeq: seq,
