@@ -137,6 +137,19 @@ func (p *sendPath) full() bool { return p.nextSeq-p.oldest == p.mask+1 }
 // collector, which was a tenth of a lazy all-to-all's CPU.
 func (s *sender) tx(p *sendPath, seq uint32) *txRec { return &s.rings[p.base+seq&p.mask] }
 
+// claim takes path p's next sequence and returns it with its ring slot,
+// for the caller to fill. A slot still marked lost is overwritten before
+// any SACK could prove that loss late, so it leaves the count.
+func (s *sender) claim(p *sendPath) (uint32, *txRec) {
+	seq := p.nextSeq
+	p.nextSeq++
+	t := s.tx(p, seq)
+	if t.lost {
+		p.lostMarks--
+	}
+	return seq, t
+}
+
 // cost is the scheduler's price of one more packet on p.
 func (p *sendPath) cost(fallback Duration) float64 {
 	rtt := p.srtt
@@ -579,12 +592,7 @@ func (c *Conn) buildHandshakeProbe(now Time, buf []byte) int {
 func (c *Conn) putProbe(now Time, buf []byte, pi int, hs bool) int {
 	s := &c.snd
 	p := &s.paths[pi]
-	seq := p.nextSeq
-	p.nextSeq++
-	t := s.tx(p, seq)
-	if t.lost {
-		p.lostMarks--
-	}
+	seq, t := s.claim(p)
 	*t = txRec{sent: now, live: true, probe: true, hs: hs}
 	p.inflight++
 	if !hs {

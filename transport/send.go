@@ -344,12 +344,7 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags uint16) int {
 	s := &c.snd
 	p := &s.paths[pi]
-	seq := p.nextSeq
-	p.nextSeq++
-	t := s.tx(p, seq)
-	if t.lost {
-		p.lostMarks-- // overwritten before any SACK could prove it late
-	}
+	seq, t := s.claim(p)
 	*t = txRec{sent: now, psn: psn, live: true}
 	if p.inflight == 0 {
 		p.lastProgress = now
