@@ -1,6 +1,8 @@
-# The test target is what CI runs (.ci/run) and what README.md shows.
-# Run it as root: the AF_XDP, BPF and network-namespace tests need root
-# and skip, saying why, without it.
+# The test and demo targets are the two commands README.md shows; CI runs
+# the first (.ci/run). Each installs the Debian packages it needs first
+# (scripts/deps.sh: only what is missing, and it says what). Run them as
+# root: the AF_XDP, BPF and network-namespace tests need root and skip,
+# saying why, without it.
 
 GO       ?= go
 FUZZTIME ?= 10s
@@ -18,9 +20,27 @@ BINDIR      = $(PREFIX)/bin
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
 
-.PHONY: test lint unit race fuzz bench generate build install
+# DEMO_FLAGS are passed to `metaroce demo` (for example -topology leafspine).
+DEMO_FLAGS ?= -json
+# Stamped into both binaries: `metaroce version`, `metaroced -version`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+LDFLAGS  = -X github.com/metaroce/metaroce/internal/version.Version=$(VERSION)
 
-test: lint unit race fuzz
+.PHONY: test lint unit race fuzz bench generate build install deps deps-test deps-demo demo
+
+test: deps-test
+	$(MAKE) lint unit race fuzz
+
+deps: deps-test
+deps-test:
+	@./scripts/deps.sh test
+deps-demo:
+	@./scripts/deps.sh demo
+
+# The main demo: two hosts, a lossy switch, two daemons, the perf tools
+# through the client library, the raw AF_XDP and TCP baselines (root).
+demo: deps-demo build
+	./bin/metaroce demo $(DEMO_FLAGS)
 
 lint:
 	@out=$$(gofmt -l . | grep -v '^vendor/' || true); \
@@ -43,8 +63,8 @@ generate:
 	$(GO) generate ./bpf/
 
 build:
-	$(GO) build -o bin/metaroced ./cmd/metaroced
-	$(GO) build -o bin/metaroce ./cmd/metaroce
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/metaroced ./cmd/metaroced
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/metaroce ./cmd/metaroce
 
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/metaroced
