@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
@@ -76,7 +76,7 @@ func runDemo(args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("demo: -topology %q: want star or leafspine", t)
 	}
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce demo", out)
 	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
@@ -87,7 +87,7 @@ func runDemo(args []string, out io.Writer) error {
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
 	fs.DurationVar(&o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
@@ -128,7 +128,7 @@ func demoTopologyArg(args []string) string {
 }
 
 func runLeafSpineDemo(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("demo -topology leafspine", flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce demo -topology leafspine", out)
 	o := leafSpineOpts{}
 	fs.String("topology", "leafspine", "star (the default demo) or leafspine")
 	fs.IntVar(&o.hosts, "hosts-per-leaf", 2, "hosts on each leaf (traffic runs between the first of each)")
@@ -151,7 +151,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	fs.StringVar(&o.out, "out", ".", "directory for the PNG (without -json)")
 	fs.BoolVar(&o.series, "series", false, "include the goodput samples in the JSON")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/client"
+	"github.com/metaroce/metaroce/internal/cli"
 )
 
 // metaroce perf: perftest-style benchmarks (ib_write_bw, ib_write_lat,
@@ -93,7 +93,7 @@ func runPerf(args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("perf: unknown test %q: want write-bw, write-lat, read-bw or send-lat", o.test)
 	}
-	fs := flag.NewFlagSet("perf "+o.test, flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce perf "+o.test, out)
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "metaroced's control socket")
 	fs.StringVar(&o.connect, "connect", "", "the server's address for the out-of-band exchange (client); empty: be the server")
 	fs.IntVar(&o.port, "port", 18515, "TCP port of the out-of-band exchange (perftest's)")
@@ -107,7 +107,7 @@ func runPerf(args []string, out io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data pattern")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.BoolVar(&o.poll, "poll", false, "busy-poll completions, never sleep (perftest's default; needs a core per process)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cli.Parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if o.size <= 0 || o.iters <= 0 || o.qps <= 0 || o.qps > 64 || o.depth <= 0 {

@@ -98,6 +98,15 @@ type Daemon struct {
 // Run starts the daemon and blocks until ctx ends, then shuts down:
 // engines stop, sockets close, XDP programs detach (only ours: bpf_link).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) error {
+	claims, err := claimAll(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range claims {
+			c.release()
+		}
+	}()
 	d := &Daemon{cfg: cfg, log: log}
 	defer d.close()
 	for _, ic := range cfg.Interfaces {
