@@ -26,7 +26,7 @@ const (
 	// measured 7-9 us round trip.
 	DefaultRoundTrips = 10000
 	// DefaultTxSkbBudget is XDP_MAX_TX_SKB_BUDGET for both AF_XDP layers:
-	// 256 frames per sendto measured +28% over the kernel's 32 (PLATFORM.md).
+	// 256 frames per sendto measured +28% over the kernel's 32 (docs/platform.md).
 	DefaultTxSkbBudget = 256
 	// DefaultStreams is the number of TCP connections.
 	DefaultStreams = 1

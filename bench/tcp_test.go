@@ -25,7 +25,7 @@ func TestTCPPair(t *testing.T) {
 
 // TestTCPLossThroughSwitch runs TCP through a star's switch without loss,
 // then with 1% random drop, in the same topology: the lossy run must carry
-// less. PLATFORM.md measured 13.1 against 5.4 Gb/s with iperf3 (offloads
+// less. docs/platform.md records 13.1 against 5.4 Gb/s with iperf3 (offloads
 // on), a margin no run-to-run noise closes.
 func TestTCPLossThroughSwitch(t *testing.T) {
 	needRoot(t)

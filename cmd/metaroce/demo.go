@@ -26,6 +26,9 @@ import (
 // host's namespace and a client in the other's, talking to the daemons
 // through shared-memory queue pairs.
 type DemoResult struct {
+	// OK is the verdict: every part of the demo ran, each without error,
+	// and every byte was verified. The command exits non-zero without it.
+	OK bool `json:"ok"`
 	// DataVerified: every WRITE completed without error and each perf
 	// server found its memory holding what its client wrote.
 	DataVerified bool `json:"data_verified"`
@@ -48,7 +51,7 @@ type DemoResult struct {
 	// TCPGbps is Linux TCP with veth offloads off on the path, so the
 	// switch drops wire packets as it does ours: the like-for-like
 	// figure. TCPOffloadsOnGbps is what users get by default, where the
-	// switch drops 64 KB GSO super-packets instead (PLATFORM.md).
+	// switch drops 64 KB GSO super-packets instead (docs/platform.md).
 	TCPGbps           float64  `json:"tcp_gbps"`
 	TCPOffloadsOnGbps float64  `json:"tcp_offloads_on_gbps"`
 	GoodputVsRaw      float64  `json:"goodput_vs_raw_afxdp"`
@@ -180,6 +183,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		return nil
 	})
 	if err != nil {
+		res.DataVerified = false // the UDP backend's WRITEs were not verified
 		res.Errors = append(res.Errors, "udp backend: "+err.Error())
 	}
 	baselines(res, star, o)
@@ -189,8 +193,12 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if res.TCPGbps > 0 {
 		res.GoodputVsTCP = res.GoodputGbps / res.TCPGbps
 	}
-	if !res.DataVerified {
+	res.OK = res.DataVerified && len(res.Errors) == 0
+	switch {
+	case !res.DataVerified:
 		return res, errors.New("demo: data not verified")
+	case !res.OK:
+		return res, fmt.Errorf("demo: %d part(s) failed: %s", len(res.Errors), strings.Join(res.Errors, "; "))
 	}
 	return res, nil
 }
@@ -322,7 +330,7 @@ func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, e
 }
 
 func printDemo(w io.Writer, r *DemoResult) {
-	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%\n", r.Loss*100)
+	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%; verdict ok %v\n", r.Loss*100, r.OK)
 	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
 	fmt.Fprintf(w, "data       verified %v, %d WRITEs (metaroce perf processes through the client library)\n", r.DataVerified, r.Messages)
 	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)

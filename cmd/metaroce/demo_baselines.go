@@ -28,7 +28,11 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 	var bl demoBaselines
 	// The ceiling is the link, not the loss: measure it with the switch
 	// dropping nothing, then put the loss back for TCP.
-	star.Switch.SetLoss(0)
+	if err := star.Switch.SetLoss(0); err != nil {
+		// A ceiling measured through the loss would flatter the ratio.
+		res.Errors = append(res.Errors, fmt.Sprintf("switch: clearing the loss for the raw baselines: %v", err))
+		return
+	}
 	ro := bench.RawOptions{Duration: o.duration, IPv6: o.ipv6}
 	if r, err := bench.RawAFXDP(ctx, a, b, ro); err == nil {
 		bl.RawAFXDP = &r
@@ -41,7 +45,10 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("asavie/xdp baseline: %v", err))
 	}
-	star.Switch.SetLoss(o.loss)
+	if err := star.Switch.SetLoss(o.loss); err != nil {
+		res.Errors = append(res.Errors, fmt.Sprintf("switch: restoring %g loss for TCP: %v", o.loss, err))
+		return
+	}
 	to := bench.TCPOptions{Duration: o.duration, IPv6: o.ipv6}
 	if r, err := bench.TCP(ctx, a, b, to); err == nil {
 		bl.TCP = &r

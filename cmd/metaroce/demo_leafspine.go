@@ -34,6 +34,9 @@ type LeafSpineResult struct {
 	Backend      string  `json:"backend"`
 	SampleMs     float64 `json:"sample_ms"`
 
+	// OK is the verdict: every part ran without error, every WRITE was
+	// verified and none was lost; the command exits non-zero without it.
+	OK bool `json:"ok"`
 	// metaroce: goodput of verified WRITEs.
 	Messages      int     `json:"messages"`
 	MessagesLost  int     `json:"messages_lost"`
@@ -171,6 +174,10 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 			png, perr := plotLeafSpine(res, o.out)
 			if perr != nil {
 				res.Errors = append(res.Errors, "plot: "+perr.Error())
+				res.OK = false
+				if err == nil {
+					err = fmt.Errorf("demo: plot: %w", perr)
+				}
 			}
 			res.PNG = png
 		}
@@ -266,11 +273,12 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		}
 		res.TCP = t
 	}
-	if len(res.Errors) > 0 && res.BytesVerified == 0 {
+	res.OK = res.DataVerified && res.MessagesLost == 0 && len(res.Errors) == 0
+	switch {
+	case !res.DataVerified || res.MessagesLost != 0:
+		return res, fmt.Errorf("demo: data not verified or messages lost (%d lost)", res.MessagesLost)
+	case !res.OK:
 		return res, errors.New("demo: " + strings.Join(res.Errors, "; "))
-	}
-	if !res.DataVerified || res.MessagesLost != 0 {
-		return res, errors.New("demo: data not verified or messages lost")
 	}
 	return res, nil
 }

@@ -1,6 +1,6 @@
 // Package udplink is the UDP-socket backend of dataplane.Link: the fallback
 // for hosts where AF_XDP is not permitted (it needs no capability at all),
-// and the honest comparison on links where the copy dominates (PLATFORM.md:
+// and the honest comparison on links where the copy dominates (docs/platform.md:
 // for jumbo frames on veth, batched UDP moves as many bytes as AF_XDP in
 // copy mode).
 //
