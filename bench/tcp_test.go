@@ -76,3 +76,18 @@ func TestTCPNoOffloads(t *testing.T) {
 		t.Fatalf("nothing measured: %+v", res)
 	}
 }
+
+// TestTCPPingPong: every round trip is echoed intact (the check inside
+// compares each echo's sequence byte) and the figures are ordered.
+func TestTCPPingPong(t *testing.T) {
+	needRoot(t)
+	s := testnet.NewStar(t, 2, testnet.Config{})
+	res, err := TCPPingPong(testCtx(t), s.Hosts[0], s.Hosts[1], TCPPingOptions{Count: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	if res.RoundTrips != 300 || res.RTTMinUs <= 0 || res.RTTP50us < res.RTTMinUs || res.RTTP99us < res.RTTP50us {
+		t.Fatalf("figures out of order: %+v", res)
+	}
+}

@@ -33,10 +33,13 @@ type DemoResult struct {
 	// server found its memory holding what its client wrote.
 	DataVerified bool `json:"data_verified"`
 	// Messages counts the WRITEs of the bandwidth and latency tests.
-	Messages         int     `json:"messages"`
-	GoodputGbps      float64 `json:"goodput_gbps"`
-	WriteLatP50us    float64 `json:"write_lat_p50_us"`
-	WriteLatP99us    float64 `json:"write_lat_p99_us"`
+	Messages    int     `json:"messages"`
+	GoodputGbps float64 `json:"goodput_gbps"`
+	// Every latency here is a whole round trip, as its name says: a
+	// 64-byte WRITE out and the peer's answer back, through the client
+	// API on both ends (perf write-lat).
+	WriteRTTP50us    float64 `json:"write_rtt_p50_us"`
+	WriteRTTP99us    float64 `json:"write_rtt_p99_us"`
 	XDPMode          string  `json:"xdp_mode"`
 	ZeroCopy         bool    `json:"zerocopy"`
 	Backend          string  `json:"backend"`
@@ -47,7 +50,11 @@ type DemoResult struct {
 	PacketsSent      uint64  `json:"packets_sent"`
 	UDPBackendGbps   float64 `json:"udp_backend_gbps"`
 	RawAFXDPGbps     float64 `json:"raw_afxdp_gbps"`
-	RawAFXDPLatP50us float64 `json:"raw_afxdp_lat_p50_us"`
+	RawAFXDPRTTP50us float64 `json:"raw_afxdp_rtt_p50_us"`
+	// TCPRTTP50us is a TCP ping-pong's round trip (64 bytes, TCP_NODELAY,
+	// blocking reads and writes) through the same lossy switch.
+	TCPRTTP50us float64 `json:"tcp_rtt_p50_us"`
+	TCPRTTP99us float64 `json:"tcp_rtt_p99_us"`
 	// TCPGbps is Linux TCP with veth offloads off on the path, so the
 	// switch drops wire packets as it does ours: the like-for-like
 	// figure. TCPOffloadsOnGbps is what users get by default, where the
@@ -83,12 +90,12 @@ func runDemo(args []string, out io.Writer) error {
 	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
-	fs.Int64Var(&o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
-	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE in the bandwidth test")
+	cli.SizeVar(fs, &o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
+	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE in the bandwidth test")
 	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
-	fs.Int64Var(&o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
+	cli.SizeVar(fs, &o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
-	fs.DurationVar(&o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
+	cli.DurationVar(fs, &o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -96,8 +103,13 @@ func runDemo(args []string, out io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
 	}
-	if o.loss < 0 || o.loss >= 1 || o.bytes <= 0 || o.size <= 0 || o.latCount <= 0 || o.udpBytes <= 0 {
-		return errors.New("demo: -loss in [0,1), -bytes, -size, -lat-count and -udp-bytes positive")
+	if err := cli.Check(cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
+		cli.Int("size", o.size, 1, 1<<30), cli.Int("lat-count", o.latCount, 1, 1<<24),
+		cli.Range{Flag: "udp-bytes", Value: float64(o.udpBytes), Min: 1, Max: 1 << 40}); err != nil {
+		return err
+	}
+	if o.duration <= 0 {
+		return cli.UsageError("-baseline-duration %v: want a positive duration", o.duration)
 	}
 	start := time.Now()
 	res, err := demo(o)
@@ -160,7 +172,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		}
 		res.Messages = int(msgs) + o.latCount
 		res.GoodputGbps = bw.Rows[0].BWAvgGbps
-		res.WriteLatP50us, res.WriteLatP99us = lat.Rows[0].TTypicalUs, lat.Rows[0].P99Us
+		res.WriteRTTP50us, res.WriteRTTP99us = lat.Rows[0].RTTP50us, lat.Rows[0].RTTP99us
 		res.DataVerified = bw.Verified && lat.Verified
 		st, _ = ca.Do(daemon.Request{Op: "status"})
 		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
@@ -334,9 +346,9 @@ func printDemo(w io.Writer, r *DemoResult) {
 	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
 	fmt.Fprintf(w, "data       verified %v, %d WRITEs (metaroce perf processes through the client library)\n", r.DataVerified, r.Messages)
 	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)
-	fmt.Fprintf(w, "latency    WRITE p50 %.1f us, p99 %.1f us\n", r.WriteLatP50us, r.WriteLatP99us)
-	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f)\n",
-		r.RawAFXDPGbps, r.RawAFXDPLatP50us, r.TCPGbps, r.TCPOffloadsOnGbps)
+	fmt.Fprintf(w, "round trip WRITE p50 %.1f us, p99 %.1f us\n", r.WriteRTTP50us, r.WriteRTTP99us)
+	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (round trip p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f; ping-pong round trip p50 %.1f us)\n",
+		r.RawAFXDPGbps, r.RawAFXDPRTTP50us, r.TCPGbps, r.TCPOffloadsOnGbps, r.TCPRTTP50us)
 	fmt.Fprintf(w, "ratios     %.2f of raw AF_XDP, %.2fx TCP\n", r.GoodputVsRaw, r.GoodputVsTCP)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error      %s\n", e)

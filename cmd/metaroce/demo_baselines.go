@@ -11,10 +11,11 @@ import (
 
 // demoBaselines is what the demo measured besides metaroce itself.
 type demoBaselines struct {
-	RawAFXDP     *bench.RawResult `json:"raw_afxdp,omitempty"`
-	RawAsavie    *bench.RawResult `json:"raw_asavie,omitempty"`
-	TCP          *bench.TCPResult `json:"tcp,omitempty"`
-	TCPNoOffload *bench.TCPResult `json:"tcp_offloads_off,omitempty"`
+	RawAFXDP     *bench.RawResult     `json:"raw_afxdp,omitempty"`
+	RawAsavie    *bench.RawResult     `json:"raw_asavie,omitempty"`
+	TCP          *bench.TCPResult     `json:"tcp,omitempty"`
+	TCPNoOffload *bench.TCPResult     `json:"tcp_offloads_off,omitempty"`
+	TCPPing      *bench.TCPPingResult `json:"tcp_ping_pong,omitempty"`
 }
 
 // baselines measures, on the same hosts and links, with the daemons
@@ -36,7 +37,7 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 	ro := bench.RawOptions{Duration: o.duration, IPv6: o.ipv6}
 	if r, err := bench.RawAFXDP(ctx, a, b, ro); err == nil {
 		bl.RawAFXDP = &r
-		res.RawAFXDPGbps, res.RawAFXDPLatP50us = r.Gbps, r.LatP50
+		res.RawAFXDPGbps, res.RawAFXDPRTTP50us = r.Gbps, r.LatP50
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("raw AF_XDP baseline: %v", err))
 	}
@@ -55,6 +56,12 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 		res.TCPOffloadsOnGbps = r.Gbps
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("TCP baseline: %v", err))
+	}
+	if r, err := bench.TCPPingPong(ctx, a, b, bench.TCPPingOptions{Count: o.latCount, IPv6: o.ipv6}); err == nil {
+		bl.TCPPing = &r
+		res.TCPRTTP50us, res.TCPRTTP99us = r.RTTP50us, r.RTTP99us
+	} else {
+		res.Errors = append(res.Errors, fmt.Sprintf("TCP ping-pong baseline: %v", err))
 	}
 	to.NoOffloads = true
 	if r, err := bench.TCP(ctx, a, b, to); err == nil {

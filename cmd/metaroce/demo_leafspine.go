@@ -141,10 +141,10 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	// the connection; 64 puts 16 +- 3.5 on each.
 	fs.IntVar(&o.paths, "paths", 64, "logical paths per connection (the daemons' paths setting)")
 	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default)")
-	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE")
-	fs.DurationVar(&o.before, "before", 1500*time.Millisecond, "traffic before the cut")
-	fs.DurationVar(&o.after, "after", 2500*time.Millisecond, "traffic after the cut (at the rate measured before it)")
-	fs.DurationVar(&o.sample, "sample", 10*time.Millisecond, "goodput sampling interval")
+	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE")
+	cli.DurationVar(fs, &o.before, "before", 1500*time.Millisecond, "traffic before the cut")
+	cli.DurationVar(fs, &o.after, "after", 2500*time.Millisecond, "traffic after the cut (at the rate measured before it)")
+	cli.DurationVar(fs, &o.sample, "sample", 10*time.Millisecond, "goodput sampling interval")
 	fs.IntVar(&o.cutSpine, "cut-spine", 1, "the spine to fail")
 	cut := fs.String("cut", "blackhole", "how the spine fails: blackhole (links stay up, leaves keep hashing onto it) or linkdown")
 	fs.StringVar(&o.backend, "backend", "afxdp", "metaroced backend: afxdp or udp")
@@ -164,8 +164,12 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	if o.cutMode, err = testnet.ParseCutMode(*cut); err != nil {
 		return err
 	}
-	if o.size <= 0 || o.before < 200*time.Millisecond || o.after < 700*time.Millisecond || o.sample <= 0 || o.spineRate == 0 {
-		return errors.New("demo: -size and -spine-rate positive, -before at least 200ms, -after at least 700ms")
+	if err := cli.Check(cli.Int("size", o.size, 1, 1<<30), cli.Range{Flag: "spine-rate", Value: float64(o.spineRate), Min: 1e6, Max: 1e12},
+		cli.Int("hosts-per-leaf", o.hosts, 1, 8), cli.Int("paths", o.paths, 1, 256), cli.Int("tcp-flows", o.tcpFlows, 0, 256)); err != nil {
+		return err
+	}
+	if o.before < 200*time.Millisecond || o.after < 700*time.Millisecond || o.sample <= 0 {
+		return cli.UsageError("-before %v, -after %v, -sample %v: want -before at least 200ms, -after at least 700ms, -sample positive", o.before, o.after, o.sample)
 	}
 	start := time.Now()
 	res, err := leafSpineDemo(o)

@@ -43,8 +43,8 @@ func TestDemoJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
 	}
-	for _, k := range []string{"data_verified", "messages", "goodput_gbps", "write_lat_p50_us", "write_lat_p99_us",
-		"xdp_mode", "zerocopy", "backend", "loss", "udp_backend_gbps", "raw_afxdp_gbps", "raw_afxdp_lat_p50_us",
+	for _, k := range []string{"data_verified", "messages", "goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us",
+		"xdp_mode", "zerocopy", "backend", "loss", "udp_backend_gbps", "raw_afxdp_gbps", "raw_afxdp_rtt_p50_us", "tcp_rtt_p50_us", "ok",
 		"tcp_gbps", "tcp_offloads_on_gbps"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
@@ -61,7 +61,7 @@ func TestDemoJSON(t *testing.T) {
 	if m["data_verified"] != true || m["messages"] != float64(256+200) || m["backend"] != "afxdp" {
 		t.Errorf("verified %v messages %v backend %v", m["data_verified"], m["messages"], m["backend"])
 	}
-	for _, k := range []string{"goodput_gbps", "write_lat_p50_us", "write_lat_p99_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
+	for _, k := range []string{"goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
 		if v, _ := m[k].(float64); v <= 0 {
 			t.Errorf("%s = %v, want a measured figure (errors: %v)", k, m[k], m["errors"])
 		}

@@ -72,6 +72,10 @@ type PerfRow struct {
 	TStdevUs    float64 `json:"t_stdev_us,omitempty"`
 	P99Us       float64 `json:"p99_us,omitempty"`
 	P999Us      float64 `json:"p999_us,omitempty"`
+	// The latency tests' t_* and p99* figures are half a round trip
+	// (perftest's convention); these are the whole round trip measured.
+	RTTP50us float64 `json:"rtt_p50_us,omitempty"`
+	RTTP99us float64 `json:"rtt_p99_us,omitempty"`
 }
 
 // PerfResult is a run's report (-json).
@@ -600,7 +604,7 @@ func latRow(size int, lat []float64) PerfRow {
 	q := func(p float64) float64 { return round3(s[min(len(s)-1, int(p*float64(len(s))))]) }
 	return PerfRow{Bytes: size, Iterations: len(s), TMinUs: round3(s[0]), TMaxUs: round3(s[len(s)-1]),
 		TTypicalUs: q(0.5), TAvgUs: round3(avg), TStdevUs: round3(math.Sqrt(sq / float64(len(s)))),
-		P99Us: q(0.99), P999Us: q(0.999)}
+		P99Us: q(0.99), P999Us: q(0.999), RTTP50us: round3(2 * q(0.5)), RTTP99us: round3(2 * q(0.99))}
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
