@@ -13,6 +13,8 @@ import (
 
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/demo"
+	"github.com/metaroce/metaroce/internal/perf"
 	"github.com/metaroce/metaroce/internal/version"
 )
 
@@ -36,8 +38,8 @@ Run 'metaroce <command> -h' for a command's flags.
 // commands maps a subcommand to its runner; each parses its own flags.
 var commands = map[string]func(args []string, out io.Writer) error{
 	"sim":        runSim,
-	"demo":       runDemo,
-	"perf":       runPerf,
+	"demo":       demo.Run,
+	"perf":       perf.Run,
 	"status":     runStatus,
 	"qps":        runQPs,
 	"paths":      runPaths,

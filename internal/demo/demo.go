@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/perf"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
@@ -78,7 +79,7 @@ type demoOpts struct {
 	duration time.Duration
 }
 
-func runDemo(args []string, out io.Writer) error {
+func Run(args []string, out io.Writer) error {
 	switch t := demoTopologyArg(args); t {
 	case "leafspine":
 		return runLeafSpineDemo(args, out)
@@ -219,7 +220,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 // namespace and a client process in a's, against the daemons withDaemons
 // started, and returns the client's report. The server checks the data
 // (bandwidth tests) and the client reports its verdict.
-func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*PerfResult, error) {
+func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*perf.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r, err := startPerfPair(ctx, self, dir, backend, a, b, peer, port, test, args)
@@ -229,7 +230,7 @@ func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr,
 	if err := r.wait(); err != nil {
 		return nil, err
 	}
-	var res PerfResult
+	var res perf.Result
 	if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("client report: %v: %s", err, r.cliOut.String())
 	}

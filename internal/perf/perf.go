@@ -1,4 +1,13 @@
-package main
+// Package perf is `metaroce perf`: perftest-style benchmarks
+// (ib_write_bw, ib_write_lat, ib_read_bw, ib_send_lat) as applications of
+// the client library. As in perftest, the two sides meet out of band over
+// TCP (-port, default 18515): the server announces its queue pair
+// numbers, address and region, the client connects its queue pairs in
+// band and runs the test, and the server checks at the end that its
+// memory holds exactly what the client wrote (bandwidth tests), so a run
+// also proves the data arrived. The latency tests report perftest's half
+// round trip and, labelled rtt_*, the whole one.
+package perf
 
 import (
 	"bufio"
@@ -18,14 +27,6 @@ import (
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/internal/cli"
 )
-
-// metaroce perf: perftest-style benchmarks (ib_write_bw, ib_write_lat,
-// ib_read_bw, ib_send_lat) as applications of the client library. As in
-// perftest, the two sides meet out of band over TCP (-port, default
-// 18515): the server announces its queue pair numbers, address and
-// region, the client connects its queue pairs in band and runs the test,
-// and the server checks at the end that its memory holds exactly what the
-// client wrote (bandwidth tests), so a run also proves the data arrived.
 
 type perfOpts struct {
 	test    string
@@ -58,8 +59,8 @@ type perfInfo struct {
 	Err      string `json:"err,omitempty"`
 }
 
-// PerfRow is one size's result.
-type PerfRow struct {
+// Row is one size's result.
+type Row struct {
 	Bytes       int     `json:"bytes"`
 	Iterations  int     `json:"iterations"`
 	BWPeakGbps  float64 `json:"bw_peak_gbps,omitempty"`
@@ -78,16 +79,16 @@ type PerfRow struct {
 	RTTP99us float64 `json:"rtt_p99_us,omitempty"`
 }
 
-// PerfResult is a run's report (-json).
-type PerfResult struct {
-	Test     string    `json:"test"`
-	Role     string    `json:"role"`
-	QPs      int       `json:"qps"`
-	Rows     []PerfRow `json:"rows,omitempty"`
-	Verified bool      `json:"verified"`
+// Result is a run's report (-json).
+type Result struct {
+	Test     string `json:"test"`
+	Role     string `json:"role"`
+	QPs      int    `json:"qps"`
+	Rows     []Row  `json:"rows,omitempty"`
+	Verified bool   `json:"verified"`
 }
 
-func runPerf(args []string, out io.Writer) error {
+func Run(args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" {
 		return errors.New("perf: usage: metaroce perf write-bw|write-lat|read-bw|send-lat [flags] (server), or with -connect ADDR (client)")
 	}
@@ -122,7 +123,7 @@ func runPerf(args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	var res *PerfResult
+	var res *Result
 	var err error
 	if o.connect == "" {
 		res, err = perfServer(ctx, o)
@@ -257,7 +258,7 @@ func (s *setup) info() perfInfo {
 	return m
 }
 
-func perfServer(ctx context.Context, o perfOpts) (*PerfResult, error) {
+func perfServer(ctx context.Context, o perfOpts) (*Result, error) {
 	s, err := newSetup(o)
 	if err != nil {
 		return nil, err
@@ -295,7 +296,7 @@ func perfServer(ctx context.Context, o perfOpts) (*PerfResult, error) {
 			return nil, err
 		}
 	}
-	res := &PerfResult{Test: o.test, Role: "server", QPs: o.qps}
+	res := &Result{Test: o.test, Role: "server", QPs: o.qps}
 	switch o.test {
 	case "write-lat", "send-lat":
 		if err := pong(ctx, o, s, peer); err != nil {
@@ -327,7 +328,7 @@ func perfServer(ctx context.Context, o perfOpts) (*PerfResult, error) {
 	return res, nil
 }
 
-func perfClient(ctx context.Context, o perfOpts) (*PerfResult, error) {
+func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 	s, err := newSetup(o)
 	if err != nil {
 		return nil, err
@@ -367,10 +368,10 @@ func perfClient(ctx context.Context, o perfOpts) (*PerfResult, error) {
 			return nil, err
 		}
 	}
-	res := &PerfResult{Test: o.test, Role: "client", QPs: o.qps}
+	res := &Result{Test: o.test, Role: "client", QPs: o.qps}
 	var runErr error
 	for _, size := range o.sizes() {
-		var row PerfRow
+		var row Row
 		switch o.test {
 		case "write-bw", "read-bw":
 			row, runErr = bandwidth(ctx, o, s, peer, size)
@@ -417,7 +418,7 @@ func perfClient(ctx context.Context, o perfOpts) (*PerfResult, error) {
 
 // bandwidth keeps o.depth requests outstanding on each queue pair until
 // o.iters have completed on each, and reports the rate.
-func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (PerfRow, error) {
+func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (Row, error) {
 	op := client.OpWrite
 	if o.test == "read-bw" {
 		op = client.OpRead
@@ -443,17 +444,17 @@ func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size in
 			if len(wrs) > 0 {
 				n, err := q.Post(wrs...)
 				if err != nil && !errors.Is(err, client.ErrSQFull) {
-					return PerfRow{}, err
+					return Row{}, err
 				}
 				posted[i] -= len(wrs) - n
 			}
 			n, err := q.PollCQ(cq)
 			if err != nil {
-				return PerfRow{}, err
+				return Row{}, err
 			}
 			for _, c := range cq[:n] {
 				if err := c.Err(); err != nil {
-					return PerfRow{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
+					return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
 				}
 			}
 			done[i] += n
@@ -473,11 +474,11 @@ func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size in
 			if posted[k] > done[k] {
 				n, err := s.qps[k].WaitCQ(ctx, cq)
 				if err != nil {
-					return PerfRow{}, err
+					return Row{}, err
 				}
 				for _, c := range cq[:n] {
 					if err := c.Err(); err != nil {
-						return PerfRow{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
+						return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
 					}
 				}
 				done[k] += n
@@ -485,7 +486,7 @@ func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size in
 			}
 		}
 		if ctx.Err() != nil {
-			return PerfRow{}, ctx.Err()
+			return Row{}, ctx.Err()
 		}
 		if now := time.Now(); now.Sub(lastT) >= time.Millisecond && total > lastN {
 			peak = max(peak, float64((total-lastN)*size*8)/now.Sub(lastT).Seconds()/1e9)
@@ -494,14 +495,14 @@ func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size in
 	}
 	el := time.Since(start).Seconds()
 	avg := float64(total*size*8) / el / 1e9
-	return PerfRow{Bytes: size, Iterations: o.iters, BWPeakGbps: max(peak, avg), BWAvgGbps: avg,
+	return Row{Bytes: size, Iterations: o.iters, BWPeakGbps: max(peak, avg), BWAvgGbps: avg,
 		MsgRateMpps: float64(total) / el / 1e6}, nil
 }
 
 // ping runs the client half of a latency test: a message out, the
 // server's answer back, o.iters times; half the round trip is the latency
 // (perftest's convention).
-func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (PerfRow, error) {
+func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (Row, error) {
 	q := s.qps[0]
 	lat := make([]float64, 0, o.iters)
 	var cq [4]client.Completion
@@ -509,7 +510,7 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (P
 	for i := range o.iters {
 		if o.test == "send-lat" {
 			if err := q.PostRecv(uint64(i), s.mr, half, size); err != nil {
-				return PerfRow{}, err
+				return Row{}, err
 			}
 		}
 		t0 := time.Now()
@@ -520,21 +521,21 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (P
 			err = q.PostSend(uint64(i), s.mr, 0, size)
 		}
 		if err != nil {
-			return PerfRow{}, err
+			return Row{}, err
 		}
 		got := false
 		for !got {
 			n, err := q.WaitCQ(ctx, cq[:])
 			if err != nil {
-				return PerfRow{}, err
+				return Row{}, err
 			}
 			for _, c := range cq[:n] {
 				if err := c.Err(); err != nil {
-					return PerfRow{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
+					return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
 				}
 				if c.Op == client.CompRecvWriteImm || c.Op == client.CompRecv {
 					if c.Bytes != size || (c.Op == client.CompRecvWriteImm && c.Imm != uint32(i)) {
-						return PerfRow{}, fmt.Errorf("perf: answer %d: %d bytes imm %d", i, c.Bytes, c.Imm)
+						return Row{}, fmt.Errorf("perf: answer %d: %d bytes imm %d", i, c.Bytes, c.Imm)
 					}
 					got = true
 				}
@@ -590,7 +591,7 @@ func pong(ctx context.Context, o perfOpts, s *setup, peer perfInfo) error {
 	return nil
 }
 
-func latRow(size int, lat []float64) PerfRow {
+func latRow(size int, lat []float64) Row {
 	s := slices.Clone(lat)
 	slices.Sort(s)
 	var sum, sq float64
@@ -602,14 +603,14 @@ func latRow(size int, lat []float64) PerfRow {
 		sq += (v - avg) * (v - avg)
 	}
 	q := func(p float64) float64 { return round3(s[min(len(s)-1, int(p*float64(len(s))))]) }
-	return PerfRow{Bytes: size, Iterations: len(s), TMinUs: round3(s[0]), TMaxUs: round3(s[len(s)-1]),
+	return Row{Bytes: size, Iterations: len(s), TMinUs: round3(s[0]), TMaxUs: round3(s[len(s)-1]),
 		TTypicalUs: q(0.5), TAvgUs: round3(avg), TStdevUs: round3(math.Sqrt(sq / float64(len(s)))),
 		P99Us: q(0.99), P999Us: q(0.999), RTTP50us: round3(2 * q(0.5)), RTTP99us: round3(2 * q(0.99))}
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-func printPerf(w io.Writer, o perfOpts, r *PerfResult) {
+func printPerf(w io.Writer, o perfOpts, r *Result) {
 	fmt.Fprintf(w, "metaroce perf %s (%s), %d queue pair(s), data verified: %v\n", r.Test, r.Role, r.QPs, r.Verified)
 	if len(r.Rows) == 0 {
 		return

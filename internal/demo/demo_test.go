@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/perf"
 )
 
 // TestMain lets this test binary stand in for the metaroce binary when the
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "perf" {
-		if err := runPerf(os.Args[2:], os.Stdout); err != nil {
+		if err := perf.Run(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "metaroce perf:", err)
 			os.Exit(1)
 		}
@@ -36,7 +37,7 @@ func TestDemoJSON(t *testing.T) {
 	}
 	var out bytes.Buffer
 	args := strings.Fields("-json -bytes 16777216 -lat-count 200 -udp-bytes 4194304 -baseline-duration 300ms")
-	if err := runDemo(args, &out); err != nil {
+	if err := Run(args, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	var m map[string]any
