@@ -83,7 +83,11 @@ func Exit(name string, err error, stderr io.Writer) int {
 // trimPrefix drops a leading "name: " (or "metaroce: ") an error already
 // carries, so the printed line has one.
 func trimPrefix(msg, name string) string {
-	for _, p := range []string{name + ": ", "metaroce: "} {
+	prefixes := []string{name + ": ", "metaroce: "}
+	if i := strings.LastIndexByte(name, ' '); i >= 0 {
+		prefixes = append(prefixes, name[i+1:]+": ") // "sim: " under "metaroce sim"
+	}
+	for _, p := range prefixes {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return msg

@@ -63,5 +63,9 @@ func TestExitCodes(t *testing.T) {
 	if c := Exit("x", Check(Int("paths", -3, 1, 256)), &stderr); c != 2 || !strings.Contains(stderr.String(), "-paths -3: want a value in [1, 256]") {
 		t.Errorf("range: exit %d, printed %q", c, stderr.String())
 	}
+	stderr.Reset()
+	if c := Exit("metaroce sim", errors.New("sim: -cc \"x\": unknown"), &stderr); c != 1 || stderr.String() != "metaroce sim: -cc \"x\": unknown\n" {
+		t.Errorf("stutter: exit %d, printed %q", c, stderr.String())
+	}
 	_ = flag.ErrHelp
 }

@@ -101,9 +101,6 @@ func Run(args []string, out io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
-	}
 	if err := cli.Check(cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
 		cli.Int("size", o.size, 1, 1<<30), cli.Int("lat-count", o.latCount, 1, 1<<24),
 		cli.Range{Flag: "udp-bytes", Value: float64(o.udpBytes), Min: 1, Max: 1 << 40}); err != nil {
@@ -111,6 +108,9 @@ func Run(args []string, out io.Writer) error {
 	}
 	if o.duration <= 0 {
 		return cli.UsageError("-baseline-duration %v: want a positive duration", o.duration)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
 	}
 	start := time.Now()
 	res, err := demo(o)
