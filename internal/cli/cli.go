@@ -256,3 +256,47 @@ func Check(rs ...Range) error {
 	}
 	return nil
 }
+
+// Rate is a bit rate flag: bits per second, plain or with a decimal
+// suffix, as tc writes them (250Mbit, 1Gbit, 100kbit; Mb/s and Gb/s too).
+type Rate struct{ Bps *uint64 }
+
+// RateVar defines a bit rate flag.
+func RateVar(fs *flag.FlagSet, p *uint64, name string, value uint64, usage string) {
+	*p = value
+	fs.Var(Rate{p}, name, usage)
+}
+
+var rateSuffixes = []struct {
+	s string
+	m float64
+}{{"Gbit", 1e9}, {"Gb/s", 1e9}, {"Mbit", 1e6}, {"Mb/s", 1e6}, {"kbit", 1e3}, {"kb/s", 1e3}, {"bit", 1}, {"b/s", 1}}
+
+func (r Rate) String() string {
+	if r.Bps == nil {
+		return "0"
+	}
+	v := float64(*r.Bps)
+	for _, s := range rateSuffixes[:6:6] {
+		if v >= s.m && v/s.m == float64(int64(v/s.m)) && strings.HasSuffix(s.s, "bit") {
+			return strconv.FormatInt(int64(v/s.m), 10) + s.s
+		}
+	}
+	return strconv.FormatUint(*r.Bps, 10)
+}
+
+func (r Rate) Set(v string) error {
+	num, mult := strings.TrimSpace(v), 1.0
+	for _, s := range rateSuffixes {
+		if strings.HasSuffix(num, s.s) {
+			num, mult = strings.TrimSuffix(num, s.s), s.m
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f <= 0 || f*mult > 1e15 {
+		return fmt.Errorf("%q is not a bit rate (examples: 250Mbit, 1Gbit, 400Gb/s)", v)
+	}
+	*r.Bps = uint64(f * mult)
+	return nil
+}

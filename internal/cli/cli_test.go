@@ -69,3 +69,21 @@ func TestExitCodes(t *testing.T) {
 	}
 	_ = flag.ErrHelp
 }
+
+func TestRate(t *testing.T) {
+	var r uint64
+	for in, want := range map[string]uint64{"250Mbit": 250e6, "1Gbit": 1e9, "400Gb/s": 400e9, "1000": 1000, "1.5Gbit": 1.5e9} {
+		if err := (Rate{&r}).Set(in); err != nil || r != want {
+			t.Errorf("%q: %d, %v; want %d", in, r, err, want)
+		}
+	}
+	for _, in := range []string{"", "fast", "-1Mbit", "0"} {
+		if err := (Rate{&r}).Set(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+	r = 250e6
+	if s := (Rate{&r}).String(); s != "250Mbit" {
+		t.Errorf("String = %q", s)
+	}
+}

@@ -135,7 +135,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	o := leafSpineOpts{}
 	fs.String("topology", "leafspine", "star (the default demo) or leafspine")
 	fs.IntVar(&o.hosts, "hosts-per-leaf", 2, "hosts on each leaf (traffic runs between the first of each)")
-	fs.Uint64Var(&o.spineRate, "spine-rate", 250_000_000, "bits/s of every leaf-spine link, each direction (tc tbf)")
+	cli.RateVar(fs, &o.spineRate, "spine-rate", 250_000_000, "bit rate of every leaf-spine link, each direction (tc tbf; 250Mbit, 1Gbit)")
 	// 16 random entropy values over 4 spines leave one spine with half
 	// of them often enough (binomial), and that spine's link then caps
 	// the connection; 64 puts 16 +- 3.5 on each.
