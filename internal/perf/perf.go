@@ -3,21 +3,22 @@
 // the client library. As in perftest, the two sides meet out of band over
 // TCP (-port, default 18515): the server announces its queue pair
 // numbers, address and region, the client connects its queue pairs in
-// band and runs the test, and the server checks at the end that its
-// memory holds exactly what the client wrote (bandwidth tests), so a run
-// also proves the data arrived. The latency tests report perftest's half
-// round trip and, labelled rtt_*, the whole one.
+// band and runs the test. Every message is checked where it lands
+// (check.go): the write-bw server checks each WRITE at its own offset as
+// its completion arrives, the read-bw client each READ, and the latency
+// tests each message and its echo, so a run also proves the data. The
+// latency tests report perftest's half round trip and, labelled rtt_*,
+// the whole one; the bandwidth tests report the distribution of their
+// goodput over 1 ms windows beside the average, so stalls show.
 package perf
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -54,9 +55,10 @@ type perfInfo struct {
 	Len   int      `json:"len"`
 	Seed  uint64   `json:"seed,omitempty"`
 	// Done closes a run: the client's results, the server's verdict.
-	Done     bool   `json:"done,omitempty"`
-	Verified *bool  `json:"verified,omitempty"`
-	Err      string `json:"err,omitempty"`
+	Done     bool     `json:"done,omitempty"`
+	Verified *bool    `json:"verified,omitempty"`
+	Verdict  *verdict `json:"verdict,omitempty"`
+	Err      string   `json:"err,omitempty"`
 }
 
 // Row is one size's result.
@@ -66,13 +68,21 @@ type Row struct {
 	BWPeakGbps  float64 `json:"bw_peak_gbps,omitempty"`
 	BWAvgGbps   float64 `json:"bw_avg_gbps,omitempty"`
 	MsgRateMpps float64 `json:"msg_rate_mpps,omitempty"`
-	TMinUs      float64 `json:"t_min_us,omitempty"`
-	TMaxUs      float64 `json:"t_max_us,omitempty"`
-	TTypicalUs  float64 `json:"t_typical_us,omitempty"`
-	TAvgUs      float64 `json:"t_avg_us,omitempty"`
-	TStdevUs    float64 `json:"t_stdev_us,omitempty"`
-	P99Us       float64 `json:"p99_us,omitempty"`
-	P999Us      float64 `json:"p999_us,omitempty"`
+	// Goodput over the run's 1 ms windows (completed bytes per window):
+	// the median and the 10th percentile, and how many windows completed
+	// nothing while requests were outstanding. An average far below the
+	// median window means stalls.
+	Windows        int     `json:"windows,omitempty"`
+	WindowP50Gbps  float64 `json:"bw_window_p50_gbps,omitempty"`
+	WindowP10Gbps  float64 `json:"bw_window_p10_gbps,omitempty"`
+	StalledWindows int     `json:"stalled_windows,omitempty"`
+	TMinUs         float64 `json:"t_min_us,omitempty"`
+	TMaxUs         float64 `json:"t_max_us,omitempty"`
+	TTypicalUs     float64 `json:"t_typical_us,omitempty"`
+	TAvgUs         float64 `json:"t_avg_us,omitempty"`
+	TStdevUs       float64 `json:"t_stdev_us,omitempty"`
+	P99Us          float64 `json:"p99_us,omitempty"`
+	P999Us         float64 `json:"p999_us,omitempty"`
 	// The latency tests' t_* and p99* figures are half a round trip
 	// (perftest's convention); these are the whole round trip measured.
 	RTTP50us float64 `json:"rtt_p50_us,omitempty"`
@@ -86,37 +96,49 @@ type Result struct {
 	QPs      int    `json:"qps"`
 	Rows     []Row  `json:"rows,omitempty"`
 	Verified bool   `json:"verified"`
+	// Verdict counts the messages checked where they landed: on the
+	// server for write-bw (and reported to the client), on the client
+	// for read-bw and the latency tests.
+	Verdict verdict `json:"verdict"`
 }
 
+const usage = "usage: metaroce perf write-bw|write-lat|read-bw|send-lat [flags] (server), or with -connect ADDR (client); metaroce perf TEST -h for the flags"
+
+// Run is `metaroce perf TEST [flags]`.
 func Run(args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" {
-		return errors.New("perf: usage: metaroce perf write-bw|write-lat|read-bw|send-lat [flags] (server), or with -connect ADDR (client)")
+	if len(args) == 0 {
+		return cli.UsageError("%s", usage)
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprintln(out, usage)
+		return nil
 	}
 	o := perfOpts{test: args[0]}
 	switch o.test {
 	case "write-bw", "write-lat", "read-bw", "send-lat":
 	default:
-		return fmt.Errorf("perf: unknown test %q: want write-bw, write-lat, read-bw or send-lat", o.test)
+		return cli.UsageError("unknown test %q: want write-bw, write-lat, read-bw or send-lat", o.test)
 	}
 	fs := cli.NewFlagSet("metaroce perf "+o.test, out)
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "metaroced's control socket")
 	fs.StringVar(&o.connect, "connect", "", "the server's address for the out-of-band exchange (client); empty: be the server")
 	fs.IntVar(&o.port, "port", 18515, "TCP port of the out-of-band exchange (perftest's)")
-	fs.IntVar(&o.size, "s", 65536, "bytes per message")
+	cli.IntSizeVar(fs, &o.size, "s", 64<<10, "bytes per message (65536, 64KiB)")
 	fs.IntVar(&o.iters, "n", 1000, "iterations (per queue pair)")
 	fs.IntVar(&o.qps, "q", 1, "queue pairs")
 	fs.IntVar(&o.depth, "t", 128, "outstanding requests per queue pair (bandwidth tests)")
 	fs.BoolVar(&o.all, "a", false, "all sizes from 2 bytes to 8 MiB, doubling")
-	fs.BoolVar(&o.gbits, "report-gbits", false, "bandwidth in Gb/s (default MB/s, as perftest)")
+	fs.BoolVar(&o.gbits, "report-gbits", false, "bandwidth in Gb/s (default MB/s, as perftest; the JSON is always Gb/s)")
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data pattern")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long")
+	cli.DurationVar(fs, &o.timeout, "timeout", 60*time.Second, "give up after this long")
 	fs.BoolVar(&o.poll, "poll", false, "busy-poll completions, never sleep (perftest's default; needs a core per process)")
 	if err := cli.Parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if o.size <= 0 || o.iters <= 0 || o.qps <= 0 || o.qps > 64 || o.depth <= 0 {
-		return errors.New("perf: -s, -n, -t positive, -q in 1..64")
+	if err := cli.Check(cli.Int("s", o.size, 1, 1<<30), cli.Int("n", o.iters, 1, 1<<30), cli.Int("q", o.qps, 1, 64),
+		cli.Int("t", o.depth, 1, 1<<15), cli.Int("port", o.port, 1, 65535)); err != nil {
+		return err
 	}
 	if o.test == "write-lat" || o.test == "send-lat" {
 		o.qps = 1
@@ -151,22 +173,8 @@ func (o perfOpts) sizes() []int {
 	return s
 }
 
-// maxSize is the largest message of the run: the regions' size per QP.
+// maxSize is the largest message of the run: the slots' stride.
 func (o perfOpts) maxSize() int { return slices.Max(o.sizes()) }
-
-// pattern fills b with the run's bytes for queue pair i.
-func pattern(b []byte, seed uint64, i int) {
-	r := rand.New(rand.NewPCG(seed, uint64(i)))
-	for k := 0; k+8 <= len(b); k += 8 {
-		v := r.Uint64()
-		for j := range 8 {
-			b[k+j] = byte(v >> (8 * j))
-		}
-	}
-	for k := len(b) &^ 7; k < len(b); k++ {
-		b[k] = byte(r.Uint32())
-	}
-}
 
 // oob is the out-of-band channel: JSON lines over TCP.
 type oob struct {
@@ -197,18 +205,21 @@ type setup struct {
 	mem *client.Memory
 	mr  *client.MR
 	qps []*client.QP
-	per int // bytes of the region per queue pair
+	g   geometry
+	per int // bytes of the region per queue pair: slots x stride
+	// expect is what the server's slots hold (read-bw's client).
+	expect *patterns
 }
 
-func newSetup(o perfOpts) (*setup, error) {
+// newSetup registers slots x stride bytes per queue pair: the writer's
+// (or reader's) L slots on the client, the target's R on the server.
+func newSetup(o perfOpts, slots func(geometry) int) (*setup, error) {
 	c, err := client.Dial(o.socket)
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{c: c, per: o.maxSize()}
-	if o.test == "write-lat" || o.test == "send-lat" {
-		s.per *= 2 // the second half receives the answers
-	}
+	g := newGeometry(o)
+	s := &setup{c: c, g: g, per: slots(g) * g.stride}
 	s.mem, err = client.Alloc(s.per * o.qps)
 	if err != nil {
 		c.Close()
@@ -258,15 +269,29 @@ func (s *setup) info() perfInfo {
 	return m
 }
 
+// slot is bytes [k*stride, k*stride+n) of queue pair q's part of the region.
+func (s *setup) slot(q, k, n int) []byte {
+	off := q*s.per + k*s.g.stride
+	return s.mr.Bytes()[off : off+n]
+}
+
+// slotOff is that slot's offset in the region.
+func (s *setup) slotOff(q, k int) int { return q*s.per + k*s.g.stride }
+
+func serverSlots(g geometry) int { return g.remote }
+func clientSlots(g geometry) int { return g.local }
+
 func perfServer(ctx context.Context, o perfOpts) (*Result, error) {
-	s, err := newSetup(o)
+	s, err := newSetup(o, serverSlots)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
 	if o.test == "read-bw" {
-		for i := range o.qps {
-			pattern(s.mr.Bytes()[i*s.per:(i+1)*s.per], o.seed, i)
+		for q := range o.qps {
+			for k := range s.g.remote {
+				pattern(s.slot(q, k, s.g.stride), o.seed, q, k)
+			}
 		}
 	}
 	var lc net.ListenConfig
@@ -297,11 +322,22 @@ func perfServer(ctx context.Context, o perfOpts) (*Result, error) {
 		}
 	}
 	res := &Result{Test: o.test, Role: "server", QPs: o.qps}
+	var checked chan verdictOrErr
+	stopCheck := func() {}
 	switch o.test {
 	case "write-lat", "send-lat":
-		if err := pong(ctx, o, s, peer); err != nil {
+		v, err := pong(ctx, o, s, peer)
+		res.Verdict = v
+		if err != nil {
 			return res, err
 		}
+	case "write-bw":
+		// Check each WRITE where it lands while the client runs.
+		checked = make(chan verdictOrErr, 1)
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		stopCheck = stop
+		go func() { v, err := landed(cctx, o, s, peer); checked <- verdictOrErr{v, err} }()
 	}
 	done, err := ch.recv(ctx)
 	if err != nil {
@@ -310,32 +346,46 @@ func perfServer(ctx context.Context, o perfOpts) (*Result, error) {
 	if done.Err != "" {
 		return res, fmt.Errorf("perf: client: %s", done.Err)
 	}
-	if o.test == "write-bw" {
-		// The last write of each queue pair's largest size covers its
-		// whole slice with the client's pattern: every byte is checked.
-		res.Verified = true
-		want := make([]byte, s.per)
-		for i := range o.qps {
-			pattern(want, done.Seed, i)
-			if string(want) != string(s.mr.Bytes()[i*s.per:(i+1)*s.per]) {
-				res.Verified = false
-			}
+	switch o.test {
+	case "write-bw":
+		// The client is done once its WRITEs are acknowledged; their
+		// completions here may trail by a moment. Give them a bound.
+		var r verdictOrErr
+		select {
+		case r = <-checked:
+		case <-time.After(5 * time.Second):
+			stopCheck()
+			r = <-checked
 		}
-	} else {
-		res.Verified = true // read-bw: the client checks; latency tests check each message
+		res.Verdict = r.v
+		if r.err != nil {
+			return res, r.err
+		}
+		res.Verified = res.Verdict.ok()
+	case "read-bw":
+		res.Verified = true // the client checks each READ
+	default:
+		res.Verified = res.Verdict.ok()
 	}
-	ch.send(perfInfo{Done: true, Verified: &res.Verified})
+	ch.send(perfInfo{Done: true, Verified: &res.Verified, Verdict: &res.Verdict})
 	return res, nil
 }
 
+type verdictOrErr struct {
+	v   verdict
+	err error
+}
+
 func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
-	s, err := newSetup(o)
+	s, err := newSetup(o, clientSlots)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	for i := range o.qps {
-		pattern(s.mr.Bytes()[i*s.per:(i+1)*s.per], o.seed, i)
+	for q := range o.qps {
+		for k := range s.g.local {
+			pattern(s.slot(q, k, s.g.stride), o.seed, q, k)
+		}
 	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(o.connect, fmt.Sprint(o.port)))
@@ -348,20 +398,25 @@ func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 	}
 	defer nc.Close()
 	ch := newOOB(nc)
-	if err := ch.send(s.info()); err != nil {
+	info := s.info()
+	info.Seed = o.seed
+	if err := ch.send(info); err != nil {
 		return nil, err
 	}
 	peer, err := ch.recv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if len(peer.QPNs) != o.qps || peer.Len < s.per*o.qps {
-		return nil, fmt.Errorf("perf: server has %d queue pairs and %d bytes; this run needs %d and %d (same -q, -s, -a)",
-			len(peer.QPNs), peer.Len, o.qps, s.per*o.qps)
+	if need := s.g.remote * s.g.stride * o.qps; len(peer.QPNs) != o.qps || peer.Len < need {
+		return nil, fmt.Errorf("perf: server has %d queue pairs and %d bytes; this run needs %d and %d (same -q, -s, -n, -t, -a on both sides)",
+			len(peer.QPNs), peer.Len, o.qps, need)
 	}
 	addr, err := netip.ParseAddr(peer.Addr)
 	if err != nil {
 		return nil, err
+	}
+	if o.test == "read-bw" {
+		s.expect = newPatterns(peer.Seed, o.qps, s.g.remote, s.g.stride)
 	}
 	for i, q := range s.qps {
 		if err := q.Connect(ctx, addr, peer.QPNs[i]); err != nil {
@@ -372,30 +427,20 @@ func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 	var runErr error
 	for _, size := range o.sizes() {
 		var row Row
+		var v verdict
 		switch o.test {
 		case "write-bw", "read-bw":
-			row, runErr = bandwidth(ctx, o, s, peer, size)
+			row, v, runErr = bandwidth(ctx, o, s, peer, size)
 		case "write-lat", "send-lat":
-			row, runErr = ping(ctx, o, s, peer, size)
+			row, v, runErr = ping(ctx, o, s, peer, size)
 		}
+		res.Verdict.add(v)
 		if runErr != nil {
 			break
 		}
 		res.Rows = append(res.Rows, row)
 	}
-	if runErr == nil && o.test == "write-bw" && o.maxSize() != o.sizes()[len(o.sizes())-1] {
-		runErr = errors.New("perf: internal: sizes out of order")
-	}
-	res.Verified = runErr == nil
-	if runErr == nil && o.test == "read-bw" {
-		want := make([]byte, s.per)
-		for i := range o.qps {
-			pattern(want, peer.Seed, i) // what the server filled its memory with
-			if string(want) != string(s.mr.Bytes()[i*s.per:(i+1)*s.per]) {
-				res.Verified = false
-			}
-		}
-	}
+	res.Verified = runErr == nil && (o.test == "write-bw" || res.Verdict.ok())
 	msg := perfInfo{Done: true, Seed: o.seed}
 	if runErr != nil {
 		msg.Err = runErr.Error()
@@ -409,186 +454,15 @@ func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 			return res, err
 		}
 		res.Verified = v.Verified != nil && *v.Verified
+		if v.Verdict != nil {
+			res.Verdict = *v.Verdict
+		}
 	}
 	if runErr == nil && !res.Verified {
-		runErr = errors.New("perf: data not verified")
+		runErr = fmt.Errorf("perf: data not verified: %d messages verified, %d corrupt, %d missing",
+			res.Verdict.Verified, res.Verdict.Corrupt, res.Verdict.Missing)
 	}
 	return res, runErr
-}
-
-// bandwidth keeps o.depth requests outstanding on each queue pair until
-// o.iters have completed on each, and reports the rate.
-func bandwidth(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (Row, error) {
-	op := client.OpWrite
-	if o.test == "read-bw" {
-		op = client.OpRead
-	}
-	posted := make([]int, len(s.qps))
-	done := make([]int, len(s.qps))
-	cq := make([]client.Completion, 64)
-	wrs := make([]client.WR, 0, 64)
-	start := time.Now()
-	total, want := 0, o.iters*len(s.qps)
-	peak := 0.0
-	lastT, lastN := start, 0
-	for total < want {
-		progress := false
-		for i, q := range s.qps {
-			wrs = wrs[:0]
-			for posted[i]-done[i] < o.depth && posted[i] < o.iters && len(wrs) < cap(wrs) {
-				off := i * s.per
-				wrs = append(wrs, client.WR{Op: op, WRID: uint64(posted[i]), Local: s.mr, LocalOff: off,
-					Length: size, RemoteAddr: peer.RAddr + uint64(off), RemoteKey: peer.Key})
-				posted[i]++
-			}
-			if len(wrs) > 0 {
-				n, err := q.Post(wrs...)
-				if err != nil && !errors.Is(err, client.ErrSQFull) {
-					return Row{}, err
-				}
-				posted[i] -= len(wrs) - n
-			}
-			n, err := q.PollCQ(cq)
-			if err != nil {
-				return Row{}, err
-			}
-			for _, c := range cq[:n] {
-				if err := c.Err(); err != nil {
-					return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
-				}
-			}
-			done[i] += n
-			total += n
-			progress = progress || n > 0
-		}
-		if !progress {
-			// Every window is full: block (after a short spin) on the
-			// queue pair with the most outstanding, rather than spin and
-			// take the CPU the daemon's engine needs.
-			k := 0
-			for i := range s.qps {
-				if posted[i]-done[i] > posted[k]-done[k] {
-					k = i
-				}
-			}
-			if posted[k] > done[k] {
-				n, err := s.qps[k].WaitCQ(ctx, cq)
-				if err != nil {
-					return Row{}, err
-				}
-				for _, c := range cq[:n] {
-					if err := c.Err(); err != nil {
-						return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
-					}
-				}
-				done[k] += n
-				total += n
-			}
-		}
-		if ctx.Err() != nil {
-			return Row{}, ctx.Err()
-		}
-		if now := time.Now(); now.Sub(lastT) >= time.Millisecond && total > lastN {
-			peak = max(peak, float64((total-lastN)*size*8)/now.Sub(lastT).Seconds()/1e9)
-			lastT, lastN = now, total
-		}
-	}
-	el := time.Since(start).Seconds()
-	avg := float64(total*size*8) / el / 1e9
-	return Row{Bytes: size, Iterations: o.iters, BWPeakGbps: max(peak, avg), BWAvgGbps: avg,
-		MsgRateMpps: float64(total) / el / 1e6}, nil
-}
-
-// ping runs the client half of a latency test: a message out, the
-// server's answer back, o.iters times; half the round trip is the latency
-// (perftest's convention).
-func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (Row, error) {
-	q := s.qps[0]
-	lat := make([]float64, 0, o.iters)
-	var cq [4]client.Completion
-	half := s.per / 2 // the receive half, so an answer never lands on the outgoing bytes
-	for i := range o.iters {
-		if o.test == "send-lat" {
-			if err := q.PostRecv(uint64(i), s.mr, half, size); err != nil {
-				return Row{}, err
-			}
-		}
-		t0 := time.Now()
-		var err error
-		if o.test == "write-lat" {
-			err = q.PostWriteImm(uint64(i), s.mr, 0, size, peer.RAddr, peer.Key, uint32(i))
-		} else {
-			err = q.PostSend(uint64(i), s.mr, 0, size)
-		}
-		if err != nil {
-			return Row{}, err
-		}
-		got := false
-		for !got {
-			n, err := q.WaitCQ(ctx, cq[:])
-			if err != nil {
-				return Row{}, err
-			}
-			for _, c := range cq[:n] {
-				if err := c.Err(); err != nil {
-					return Row{}, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
-				}
-				if c.Op == client.CompRecvWriteImm || c.Op == client.CompRecv {
-					if c.Bytes != size || (c.Op == client.CompRecvWriteImm && c.Imm != uint32(i)) {
-						return Row{}, fmt.Errorf("perf: answer %d: %d bytes imm %d", i, c.Bytes, c.Imm)
-					}
-					got = true
-				}
-			}
-		}
-		lat = append(lat, float64(time.Since(t0))/2e3)
-	}
-	return latRow(size, lat), nil
-}
-
-// pong is the server half: answer each message with one of the same size.
-func pong(ctx context.Context, o perfOpts, s *setup, peer perfInfo) error {
-	q := s.qps[0]
-	var cq [4]client.Completion
-	half := s.per / 2
-	seq := 0
-	post := func() error {
-		if o.test == "send-lat" {
-			return q.PostRecv(uint64(seq), s.mr, 0, half)
-		}
-		return nil
-	}
-	for _, size := range o.sizes() {
-		for i := range o.iters {
-			if err := post(); err != nil {
-				return err
-			}
-			got := false
-			for !got {
-				n, err := q.WaitCQ(ctx, cq[:])
-				if err != nil {
-					return err
-				}
-				for _, c := range cq[:n] {
-					if err := c.Err(); err != nil {
-						return fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
-					}
-					got = got || c.Op == client.CompRecvWriteImm || c.Op == client.CompRecv
-				}
-			}
-			var err error
-			if o.test == "write-lat" {
-				err = q.PostWriteImm(uint64(seq), s.mr, half, size, peer.RAddr+uint64(half), peer.Key, uint32(i))
-			} else {
-				err = q.PostSend(uint64(seq), s.mr, half, size)
-			}
-			if err != nil {
-				return err
-			}
-			seq++
-		}
-	}
-	return nil
 }
 
 func latRow(size int, lat []float64) Row {
@@ -611,7 +485,8 @@ func latRow(size int, lat []float64) Row {
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func printPerf(w io.Writer, o perfOpts, r *Result) {
-	fmt.Fprintf(w, "metaroce perf %s (%s), %d queue pair(s), data verified: %v\n", r.Test, r.Role, r.QPs, r.Verified)
+	fmt.Fprintf(w, "metaroce perf %s (%s), %d queue pair(s), data verified: %v (%d messages checked where they landed, %d corrupt, %d missing)\n",
+		r.Test, r.Role, r.QPs, r.Verified, r.Verdict.Verified, r.Verdict.Corrupt, r.Verdict.Missing)
 	if len(r.Rows) == 0 {
 		return
 	}
@@ -621,15 +496,16 @@ func printPerf(w io.Writer, o perfOpts, r *Result) {
 		if o.gbits {
 			unit, f = "Gb/sec", func(g float64) float64 { return g }
 		}
-		fmt.Fprintf(tw, "#bytes\t#iterations\tBW peak[%s]\tBW average[%s]\tMsgRate[Mpps]\t\n", unit, unit)
+		fmt.Fprintf(tw, "#bytes\t#iterations\tBW peak[%s]\tBW average[%s]\tBW 1ms p50[%s]\tBW 1ms p10[%s]\tstalled 1ms\tMsgRate[Mpps]\t\n", unit, unit, unit, unit)
 		for _, x := range r.Rows {
-			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.6f\t\n", x.Bytes, x.Iterations, f(x.BWPeakGbps), f(x.BWAvgGbps), x.MsgRateMpps)
+			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.6f\t\n", x.Bytes, x.Iterations, f(x.BWPeakGbps), f(x.BWAvgGbps),
+				f(x.WindowP50Gbps), f(x.WindowP10Gbps), x.StalledWindows, x.MsgRateMpps)
 		}
 	} else {
-		fmt.Fprintf(tw, "#bytes\t#iterations\tt_min[usec]\tt_max[usec]\tt_typical[usec]\tt_avg[usec]\tt_stdev[usec]\t99%% percentile[usec]\t99.9%% percentile[usec]\t\n")
+		fmt.Fprintf(tw, "#bytes\t#iterations\tt_min[usec]\tt_max[usec]\tt_typical[usec]\tt_avg[usec]\tt_stdev[usec]\t99%% percentile[usec]\t99.9%% percentile[usec]\tRTT p50[usec]\t\n")
 		for _, x := range r.Rows {
-			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", x.Bytes, x.Iterations, x.TMinUs, x.TMaxUs,
-				x.TTypicalUs, x.TAvgUs, x.TStdevUs, x.P99Us, x.P999Us)
+			fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", x.Bytes, x.Iterations, x.TMinUs, x.TMaxUs,
+				x.TTypicalUs, x.TAvgUs, x.TStdevUs, x.P99Us, x.P999Us, x.RTTP50us)
 		}
 	}
 	tw.Flush()
