@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,35 @@ func linkNoAllocs(t *testing.T, mtu int) {
 		t.Fatalf("sent %d, received %d (%d gathered from chains), %d wrong", sent, got, b.Stats.RxChained, bad)
 	}
 	t.Logf("sent %d, received %d, gathered %d; B multi-buffer drops %d", sent, got, b.Stats.RxChained, b.Stats.RxMultiBuffer)
+}
+
+// TestOpenIfaceMTUAbove: OpenIface refuses an MTU above the interface's,
+// naming the interface and both MTUs; 0 takes the interface's own.
+func TestOpenIfaceMTUAbove(t *testing.T) {
+	p := testnet.NewPair(t, testnet.Config{Link: testnet.LinkConfig{MTU: 4200}})
+	err := p.A.Do(func() error {
+		fi, err := OpenIface(IfaceConfig{Name: p.A.Port.Name, Port: 4792, MTU: 9000})
+		if err == nil {
+			fi.Close()
+			t.Error("mtu 9000 on a 4200-byte interface accepted")
+			return nil
+		}
+		for _, want := range []string{p.A.Port.Name, "4200", "9000"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %s", err, want)
+			}
+		}
+		fi, err = OpenIface(IfaceConfig{Name: p.A.Port.Name, Port: 4792})
+		if err != nil {
+			return err
+		}
+		defer fi.Close()
+		if got := fi.Links[0].MaxPayload(); got != 4200-28 {
+			t.Errorf("MTU 0 on a 4200-byte interface: MaxPayload %d, want %d", got, 4200-28)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
