@@ -57,7 +57,7 @@ func (s *Socket) wakeRX() error {
 // it puts them back in the pool (or straight into the fill ring). With
 // Config.SG a packet may span several descriptors: all but its last carry
 // PktContd, and a batch may end in the middle of a packet (the rest comes
-// with the next call); assembling them is the caller's job.
+// with the next call); an Assembler gathers such a chain.
 func (s *Socket) Receive(descs []Desc) int {
 	return s.RX.Dequeue(descs)
 }
