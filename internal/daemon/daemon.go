@@ -182,6 +182,9 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		fi    *afxdp.Iface
 		why   string
 	)
+	if err := checkMTU(d.log, ic.Name, d.cfg.MTU); err != nil {
+		return nil, err
+	}
 	if ic.Backend == config.BackendAFXDP || ic.Backend == config.BackendAuto {
 		qs := make([]uint32, len(ic.Queues))
 		for i, q := range ic.Queues {
@@ -190,7 +193,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		var err error
 		fi, err = afxdp.OpenIface(afxdp.IfaceConfig{
 			Name: ic.Name, Queues: qs, Local: ic.Address, IPv6: opts.IPv6,
-			Port: uint16(d.cfg.Port), Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
+			Port: uint16(d.cfg.Port), MTU: d.cfg.MTU, Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
 			DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl),
 		})
 		switch {
@@ -246,6 +249,9 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		tc.Congestion = d.cfg.Congestion
 		if len(links) > 1 {
 			tc.IDMask, tc.IDTag = dataplane.IDMask(len(links)), uint32(i)
+		}
+		if err := checkLinkMTU(ic.Name, l, &tc); err != nil {
+			return fail(err)
 		}
 		ep, err := transport.NewEndpoint(tc, local)
 		if err != nil {
