@@ -226,6 +226,10 @@ type TCPOptions struct {
 	NoOffloads bool
 	// WriteSize is the size of one write on the sender. Default 128 KiB.
 	WriteSize int
+	// Connected, if set, runs once every connection is up and before the
+	// warm-up: the loss sweep turns the switch's loss on there, so that a
+	// lost SYN (whose retry is a second away) does not decide the run.
+	Connected func() error
 }
 
 func (o TCPOptions) withDefaults() (TCPOptions, error) {

@@ -46,6 +46,7 @@ type DemoResult struct {
 	Backend          string  `json:"backend"`
 	BackendWhy       string  `json:"backend_note,omitempty"`
 	Loss             float64 `json:"loss"`
+	MTU              int     `json:"mtu"`
 	SwitchDropped    uint64  `json:"switch_dropped"`
 	Retransmitted    uint64  `json:"packets_retransmitted"`
 	PacketsSent      uint64  `json:"packets_sent"`
@@ -70,6 +71,9 @@ type DemoResult struct {
 }
 
 type demoOpts struct {
+	mtu      int
+	sweep    bool
+	out      string
 	loss     float64
 	bytes    int64
 	size     int
@@ -91,6 +95,9 @@ func Run(args []string, out io.Writer) error {
 	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
+	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")
+	fs.BoolVar(&o.sweep, "sweep", false, "a loss sweep instead: 0, 0.1, 1, 5 and 10% loss, metaroce beside TCP (offloads on and off) at each; CSV and PNG into -out")
+	fs.StringVar(&o.out, "out", ".", "-sweep: directory for sweep.csv and sweep.png")
 	cli.SizeVar(fs, &o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
 	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE in the bandwidth test")
 	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
@@ -101,7 +108,7 @@ func Run(args []string, out io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := cli.Check(cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
+	if err := cli.Check(cli.Int("mtu", o.mtu, 576, 9000), cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
 		cli.Int("size", o.size, 1, 1<<30), cli.Int("lat-count", o.latCount, 1, 1<<24),
 		cli.Range{Flag: "udp-bytes", Value: float64(o.udpBytes), Min: 1, Max: 1 << 40}); err != nil {
 		return err
@@ -111,6 +118,9 @@ func Run(args []string, out io.Writer) error {
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
+	}
+	if o.sweep {
+		return runSweep(o, *asJSON, out)
 	}
 	start := time.Now()
 	res, err := demo(o)
@@ -129,7 +139,7 @@ func Run(args []string, out io.Writer) error {
 
 func demo(o demoOpts) (*DemoResult, error) {
 	testnet.Sweep() // namespaces an earlier, killed demo left behind
-	star, err := testnet.OpenStar(2, testnet.Config{})
+	star, err := testnet.OpenStar(2, testnet.Config{Link: testnet.LinkConfig{MTU: o.mtu}})
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +161,12 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if o.ipv6 {
 		peer = b.IPv6
 	}
-	res := &DemoResult{Loss: o.loss}
+	res := &DemoResult{Loss: o.loss, MTU: o.mtu}
 
 	// metaroce over AF_XDP: bandwidth, then latency, each a perf server
 	// on b and a client on a, separate processes.
-	err = withDaemons(self, dir, "afxdp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+	mtuYAML := fmt.Sprintf("mtu: %d\n", o.mtu)
+	err = withDaemonsYAML(self, dir, "afxdp", o.ipv6, a, b, mtuYAML, func(ca, cb *daemon.Client) error {
 		st, err := ca.Do(daemon.Request{Op: "status"})
 		if err != nil {
 			return err
@@ -185,7 +196,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		return res, fmt.Errorf("demo: afxdp run: %w", err)
 	}
 	// The same transport over the UDP-socket backend.
-	err = withDaemons(self, dir, "udp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+	err = withDaemonsYAML(self, dir, "udp", o.ipv6, a, b, mtuYAML, func(ca, cb *daemon.Client) error {
 		bw, err := runPerfPair(self, dir, "udp", a, b, peer, 18517, "write-bw",
 			fmt.Sprintf("-s %d -n %d -seed 6", o.size, max(1, o.udpBytes/int64(o.size))))
 		if err != nil {
@@ -343,7 +354,7 @@ func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, e
 }
 
 func printDemo(w io.Writer, r *DemoResult) {
-	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%; verdict ok %v\n", r.Loss*100, r.OK)
+	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%, MTU %d; verdict ok %v\n", r.Loss*100, r.MTU, r.OK)
 	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
 	fmt.Fprintf(w, "data       verified %v, %d WRITEs (metaroce perf processes through the client library)\n", r.DataVerified, r.Messages)
 	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)

@@ -34,17 +34,21 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 		res.Errors = append(res.Errors, fmt.Sprintf("switch: clearing the loss for the raw baselines: %v", err))
 		return
 	}
-	ro := bench.RawOptions{Duration: o.duration, IPv6: o.ipv6}
+	ro := bench.RawOptions{Duration: o.duration, IPv6: o.ipv6, MTU: o.mtu}
 	if r, err := bench.RawAFXDP(ctx, a, b, ro); err == nil {
 		bl.RawAFXDP = &r
 		res.RawAFXDPGbps, res.RawAFXDPRTTP50us = r.Gbps, r.LatP50
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("raw AF_XDP baseline: %v", err))
 	}
-	if r, err := bench.RawAsavie(ctx, a, b, ro); err == nil {
-		bl.RawAsavie = &r
-	} else {
-		res.Errors = append(res.Errors, fmt.Sprintf("asavie/xdp baseline: %v", err))
+	// asavie/xdp has no multi-buffer frames: it compares at 1500 only,
+	// and its absence above that is no failure of the demo.
+	if o.mtu <= 1500 {
+		if r, err := bench.RawAsavie(ctx, a, b, ro); err == nil {
+			bl.RawAsavie = &r
+		} else {
+			res.Errors = append(res.Errors, fmt.Sprintf("asavie/xdp baseline: %v", err))
+		}
 	}
 	if err := star.Switch.SetLoss(o.loss); err != nil {
 		res.Errors = append(res.Errors, fmt.Sprintf("switch: restoring %g loss for TCP: %v", o.loss, err))

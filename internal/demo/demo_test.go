@@ -68,3 +68,35 @@ func TestDemoJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoSweep runs a short loss sweep and checks every point carries
+// metaroce's verified goodput and both TCP figures, and that the CSV and
+// the PNG were written.
+func TestDemoSweep(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	args := strings.Fields("-sweep -json -bytes 4MiB -lat-count 100 -baseline-duration 500ms -out " + dir)
+	if err := Run(args, &out); err != nil {
+		t.Fatalf("sweep: %v\n%s", err, out.String())
+	}
+	var r SweepResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if !r.OK || len(r.Points) != len(sweepLosses) || r.WriteRTTP50us <= 0 || r.RawAFXDPRTTP50us <= 0 || r.TCPRTTP50us <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	for _, p := range r.Points {
+		if !p.DataVerified || p.MetaroceGbps <= 0 || p.TCPOnGbps <= 0 || p.TCPOffGbps <= 0 {
+			t.Errorf("point %+v", p)
+		}
+	}
+	for _, f := range []string{r.CSV, r.PNG} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
