@@ -51,6 +51,7 @@ var Tables = map[string]Table{
 	"mixed-cc": {ID: "mixed-cc",
 		Commands: [][]string{strings.Fields("sim -scenario mixed -cc all -json")},
 		Render:   renderCC("mixed")},
+	"fabric-workloads": fabricWorkloads(),
 	"failover": {ID: "failover",
 		Commands: [][]string{
 			strings.Fields("sim -scenario failover -paths 8 -fail 2 -fail-at 2ms -messages 4000 -seed 1 -json"),
@@ -234,4 +235,41 @@ func renderFailover(outs [][]byte) (string, error) {
 	fmt.Fprintf(&b, "| messages lost / failed | %d / %d | %d / %d |\n", m.MessagesLost, m.MessagesFailed, r.MessagesLost, r.MessagesFailed)
 	fmt.Fprintf(&b, "| degraded (rate /4, delay x4) path share after the fault | %.2f of the healthy mean | - |\n", share)
 	return b.String(), nil
+}
+
+var workloads = []string{"alltoall", "permutation", "allreduce-ring", "allreduce-hd", "incast"}
+
+// fabricWorkloads: each collective on 32 hosts of 32 KiB, lossless, on a
+// two- and a three-tier Clos.
+func fabricWorkloads() Table {
+	t := Table{ID: "fabric-workloads"}
+	for _, w := range workloads {
+		for _, topo := range []string{"clos2", "clos3"} {
+			t.Commands = append(t.Commands, strings.Fields("sim -topology "+topo+" -scenario "+w+" -hosts 32 -size 32KiB -seed 1 -json"))
+		}
+	}
+	t.Render = func(outs [][]byte) (string, error) {
+		var b strings.Builder
+		b.WriteString("| workload, 32 KiB | clos2 x ideal | clos3 x ideal |\n|---|---|---|\n")
+		for i, w := range workloads {
+			var x [2]float64
+			for j := range x {
+				rs, err := lines[sim.FabricResult](outs[2*i+j])
+				if err != nil {
+					return "", err
+				}
+				x[j] = rs[0].OverIdeal
+			}
+			name := w
+			switch w {
+			case "alltoall":
+				name = "alltoall (all posted at once)"
+			case "incast":
+				name = "incast (31:1)"
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f |\n", name, x[0], x[1])
+		}
+		return b.String(), nil
+	}
+	return t
 }
