@@ -102,13 +102,39 @@ func claimAll(cfg *config.Config) ([]*claim, error) {
 		}
 	}
 	for _, ic := range cfg.Interfaces {
-		c, err := takeClaim(filepath.Join(LockDir, "netns"+ns+"-"+ic.Name+".lock"), "interface "+ic.Name)
-		if err != nil {
-			return fail(err)
+		for _, k := range ifaceKeys(ic, cfg.Port) {
+			c, err := takeClaim(filepath.Join(LockDir, "netns"+ns+"-"+k.file+".lock"), k.what)
+			if err != nil {
+				return fail(err)
+			}
+			held = append(held, c)
 		}
-		held = append(held, c)
 	}
 	return held, nil
+}
+
+type ifaceKey struct{ file, what string }
+
+// ifaceKeys names what a configured interface takes exclusively: each NIC
+// queue for AF_XDP (and for auto, which tries AF_XDP first: a second
+// daemon there would find the XDP program attached and quietly fall back
+// to UDP), and the address and port for the UDP backend, so daemons on
+// one interface with addresses of their own (loopback tests, several
+// addresses on a port) still run side by side.
+func ifaceKeys(ic config.Interface, port int) []ifaceKey {
+	if ic.Backend == config.BackendUDP {
+		addr := "default"
+		if ic.Address.IsValid() {
+			addr = ic.Address.String()
+		}
+		return []ifaceKey{{file: fmt.Sprintf("%s-udp-%s-%d", ic.Name, addr, port),
+			what: fmt.Sprintf("interface %s, UDP %s port %d", ic.Name, addr, port)}}
+	}
+	var ks []ifaceKey
+	for _, q := range ic.Queues {
+		ks = append(ks, ifaceKey{file: fmt.Sprintf("%s-q%d", ic.Name, q), what: fmt.Sprintf("interface %s queue %d", ic.Name, q)})
+	}
+	return ks
 }
 
 func ifaceNames() string {

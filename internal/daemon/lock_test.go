@@ -29,7 +29,7 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for name, sock := range map[string]string{
 		"same socket":    first.path,
-		"same interface": filepath.Join(t.TempDir(), "other.sock"),
+		"same interface and address": filepath.Join(t.TempDir(), "other.sock"),
 	} {
 		cfg := config.Defaults()
 		ic := config.DefaultInterface(h.Port.Name)
