@@ -107,10 +107,13 @@ type IncastContender struct {
 	Timeouts          uint64 `json:"timeouts"`
 	PacketsSent       uint64 `json:"packets_sent,omitempty"`
 	PacketsRetransmit uint64 `json:"packets_retransmitted"`
-	// The port: the marker's drops and CE marks, the backlog arriving
-	// packets found (max exact, quantiles a histogram bucket's upper
-	// edge), and tbf's backlog sampled every millisecond.
+	// The port: drops (the marker's and tbf's, QdiscDrops of them
+	// tbf's), the marker's CE marks, the backlog arriving packets found in
+	// the marker's virtual queue (max exact, quantiles a histogram
+	// bucket's upper edge), and tbf's real backlog sampled every
+	// millisecond.
 	QueueDrops    uint64 `json:"queue_drops"`
+	QdiscDrops    uint64 `json:"qdisc_drops"`
 	Marked        uint64 `json:"ecn_marked"`
 	QueueMaxBytes int    `json:"queue_max_bytes"`
 	QueueP50Bytes int    `json:"queue_p50_bytes"`
@@ -330,6 +333,10 @@ func runRounds(c *IncastContender, o incastOpts, port *testnet.ECNPort, run roun
 	if err := before(); err != nil {
 		return err
 	}
+	q0, err := port.Qdisc()
+	if err != nil {
+		return err
+	}
 	if err := port.StartSampling(time.Millisecond); err != nil {
 		return err
 	}
@@ -392,7 +399,12 @@ func runRounds(c *IncastContender, o incastOpts, port *testnet.ECNPort, run roun
 	if err != nil {
 		return errors.Join(firstErr, err)
 	}
-	c.QueueDrops, c.Marked, c.QueueMaxBytes = cnt.Dropped, cnt.Marked, int(cnt.PeakBytes)
+	q1, err := port.Qdisc()
+	if err != nil {
+		return errors.Join(firstErr, err)
+	}
+	c.QdiscDrops = uint64(q1.Drops - q0.Drops)
+	c.QueueDrops, c.Marked, c.QueueMaxBytes = cnt.Dropped+c.QdiscDrops, cnt.Marked, int(cnt.PeakBytes)
 	c.QueueP50Bytes, c.QueueP99Bytes = histQuantile(h, 0.5, cnt.PeakBytes), histQuantile(h, 0.99, cnt.PeakBytes)
 	c.QdiscMaxBytes, c.QdiscP99Bytes, c.QdiscSamples = testnet.SampleQuantile(samples, 1), testnet.SampleQuantile(samples, 0.99), len(samples)
 	var total float64

@@ -43,11 +43,11 @@ type incastSender struct {
 
 // openIncastFlows connects a queue pair on each daemon at senderSocks to
 // one on the daemon at recvSock, whose engine answers at peer.
-func openIncastFlows(ctx context.Context, recvSock string, senderSocks []string, peer netip.Addr, size int) (f *incastFlows, err error) {
-	f = &incastFlows{size: size}
+func openIncastFlows(ctx context.Context, recvSock string, senderSocks []string, peer netip.Addr, size int) (_ *incastFlows, err error) {
+	f := &incastFlows{size: size}
 	defer func() {
 		if err != nil {
-			f.close()
+			f.close() // f, not the result: that is nil on every error return
 		}
 	}()
 	if f.recv, err = client.Dial(recvSock); err != nil {
@@ -73,7 +73,8 @@ func openIncastFlows(ctx context.Context, recvSock string, senderSocks []string,
 		if sp.rqp, err = f.recv.CreateQP(qo); err != nil {
 			return nil, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// Generous: on a loaded machine a daemon may take seconds.
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		acc := make(chan error, 1)
 		go func() { _, err := sp.rqp.Accept(cctx); acc <- err }()
 		err = sp.qp.Connect(cctx, peer, sp.rqp.Num)

@@ -43,8 +43,8 @@ type tcpIncast struct {
 
 // openTCPIncast connects each sender host to recv with congestion control
 // cc ("cubic", "bbr").
-func openTCPIncast(recv *testnet.Host, senders []*testnet.Host, cc string, size int, port uint16) (t *tcpIncast, err error) {
-	t = &tcpIncast{size: size, accept: make([]*net.TCPConn, len(senders))}
+func openTCPIncast(recv *testnet.Host, senders []*testnet.Host, cc string, size int, port uint16) (_ *tcpIncast, err error) {
+	t := &tcpIncast{size: size, accept: make([]*net.TCPConn, len(senders))}
 	defer func() {
 		if err != nil {
 			t.close()

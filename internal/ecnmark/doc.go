@@ -18,12 +18,17 @@
 //     ECN-capable (ECT(0), ECT(1)); one that would take the queue above
 //     LimitBytes is dropped (TC_ACT_SHOT) and not queued.
 //   - the tbf root qdisc at the same rate, with a tiny bucket and a limit
-//     above LimitBytes, really delays the packets. It never drops what the
-//     program admitted: the program's buffer is the port's buffer.
+//     of LimitBytes plus the bucket (internal/testnet sets it up), really
+//     delays the packets.
 //
 // The virtual queue and tbf's backlog agree to within tbf's bucket (a few
 // packets) as long as both drain at the same rate, which is the point of
-// configuring both from one rate. What the program decides from is what a
+// configuring both from one rate. They part when tbf drains late: its
+// watchdog timer fires late on a loaded machine, so its real backlog runs
+// ahead of the virtual one, the marker marks less than the real queue
+// calls for, and tbf's limit drops what the buffer cannot hold. The
+// incast demo reports both queues and both drop counts, so a run on a
+// busy machine shows it. What the program decides from is what a
 // switch decides from: the backlog a packet finds on arrival. It is exact
 // per packet, where sampling the qdisc's backlog (Counters cannot, tc -s
 // can) sees only the instants it happens to look.

@@ -265,3 +265,15 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func sleepMs(n int) { time.Sleep(time.Duration(n) * time.Millisecond) }
+
+// TestHistBucketsMatchesC keeps HistBuckets and the C program's
+// HIST_BUCKETS (the map's size) the same number.
+func TestHistBucketsMatchesC(t *testing.T) {
+	spec, err := loadMarker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := spec.Maps[markerMapBacklogHist].MaxEntries; n != HistBuckets {
+		t.Fatalf("backlog_hist has %d entries, HistBuckets is %d", n, HistBuckets)
+	}
+}

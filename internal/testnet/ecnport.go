@@ -19,8 +19,9 @@ import (
 // at the port's tc egress keeps a virtual queue at the same rate, marks CE
 // on ECN-capable packets that find it above a threshold and drops those
 // that would overflow the buffer (see internal/ecnmark's doc for why the
-// two sit side by side). tbf's own limit is set above the buffer, so it
-// never drops what the program admits.
+// two sit side by side). tbf's own limit is the buffer plus its bucket:
+// it drops only what the marker admitted but tbf, draining late, has no
+// room for (QdiscStats.Drops).
 
 // ECNPortConfig shapes an ECN-marking port.
 type ECNPortConfig struct {
@@ -70,9 +71,12 @@ func (e *Endpoint) SetECNPort(cfg ECNPortConfig) (p *ECNPort, err error) {
 	if cfg.Burst == 0 {
 		cfg.Burst = max(int(cfg.RateBps/8/20000), 2*e.Link.Config.MTU)
 	}
-	// tbf drops above its limit: room for the marker's buffer, a 64 KB
-	// GSO skb and the bucket, so only the marker drops.
-	limit := cfg.LimitBytes + 64<<10 + cfg.Burst
+	// tbf's limit is the buffer plus its bucket. The marker drops first,
+	// from its virtual queue; tbf drops only when its real backlog
+	// outgrows the virtual one, which happens when tbf drains slower than
+	// its rate (its watchdog timer fires late on a loaded machine): then
+	// the port still holds no more than its buffer, as a switch's does.
+	limit := cfg.LimitBytes + cfg.Burst
 	if _, err := run("tc", "-n", e.NS.Name, "qdisc", "replace", "dev", e.Name, "root", "tbf",
 		"rate", strconv.FormatUint(cfg.RateBps, 10)+"bit", "burst", strconv.Itoa(cfg.Burst),
 		"limit", strconv.Itoa(limit)); err != nil {
