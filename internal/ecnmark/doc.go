@@ -28,7 +28,13 @@
 // ahead of the virtual one, the marker marks less than the real queue
 // calls for, and tbf's limit drops what the buffer cannot hold. The
 // incast demo reports both queues and both drop counts, so a run on a
-// busy machine shows it. What the program decides from is what a
+// busy machine shows it.
+//
+// Counting departures instead (admitted less what the veth sent, from an
+// fentry program on veth_xmit) would make the queue the real backlog; it
+// was tried and the kernels these tests run on refuse to load tracing
+// programs (EPERM before the verifier, with lockdown forced to
+// integrity), so the virtual queue it is. What the program decides from is what a
 // switch decides from: the backlog a packet finds on arrival. It is exact
 // per packet, where sampling the qdisc's backlog (Counters cannot, tc -s
 // can) sees only the instants it happens to look.

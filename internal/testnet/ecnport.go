@@ -63,7 +63,7 @@ func (s *Switch) SetECNPort(i int, cfg ECNPortConfig) (*ECNPort, error) {
 }
 
 // SetECNPort makes this interface an ECN-marking port (see ECNPortConfig).
-func (e *Endpoint) SetECNPort(cfg ECNPortConfig) (p *ECNPort, err error) {
+func (e *Endpoint) SetECNPort(cfg ECNPortConfig) (_ *ECNPort, err error) {
 	mc := ecnmark.Config{RateBps: cfg.RateBps, ECNBytes: cfg.ECNBytes, LimitBytes: cfg.LimitBytes}
 	if err := mc.Validate(); err != nil {
 		return nil, err
@@ -82,9 +82,9 @@ func (e *Endpoint) SetECNPort(cfg ECNPortConfig) (p *ECNPort, err error) {
 		"limit", strconv.Itoa(limit)); err != nil {
 		return nil, err
 	}
-	p = &ECNPort{Port: e, cfg: cfg}
+	p := &ECNPort{Port: e, cfg: cfg}
 	defer func() {
-		if err != nil {
+		if err != nil { // p, not the result: that is nil on every error return
 			err = errors.Join(err, p.Close())
 		}
 	}()
