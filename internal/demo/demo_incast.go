@@ -365,8 +365,8 @@ func runRounds(c *IncastContender, o incastOpts, port *testnet.ECNPort, run roun
 		if rr.Err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("round %d: %w", r, rr.Err)
 		}
-		if rr.Err != nil && ctx.Err() != nil {
-			break // a round that timed out leaves the connections unusable
+		if rr.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			break // a round that timed out leaves WRITEs in flight: the next would mix with them
 		}
 		time.Sleep(idle)
 		if r == 1 {
