@@ -365,10 +365,10 @@ func runRounds(c *IncastContender, o incastOpts, port *testnet.ECNPort, run roun
 		if rr.Err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("round %d: %w", r, rr.Err)
 		}
-		if rr.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			break // a round that timed out leaves WRITEs in flight: the next would mix with them
+		timedOut := rr.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
+		if !timedOut {
+			time.Sleep(idle) // the port drains before the next round
 		}
-		time.Sleep(idle)
 		if r == 1 {
 			cnt, err := port.Counters()
 			if err != nil {
@@ -376,6 +376,9 @@ func runRounds(c *IncastContender, o incastOpts, port *testnet.ECNPort, run roun
 				break
 			}
 			c.ColdFCTMaxus, c.ColdMarked, c.ColdDrops, c.ColdQueueMaxBytes = float64(longest)/1e3, cnt.Marked, cnt.Dropped, int(cnt.PeakBytes)
+		}
+		if timedOut {
+			break // a round that timed out leaves WRITEs in flight: the next would mix with them
 		}
 	}
 	samples := port.StopSampling()
