@@ -87,6 +87,8 @@ func Run(args []string, out io.Writer) error {
 	switch t := demoTopologyArg(args); t {
 	case "leafspine":
 		return runLeafSpineDemo(args, out)
+	case "incast":
+		return runIncastDemo(args, out)
 	case "", "star":
 	default:
 		return fmt.Errorf("demo: -topology %q: want star or leafspine", t)
