@@ -91,10 +91,10 @@ func Run(args []string, out io.Writer) error {
 		return runIncastDemo(args, out)
 	case "", "star":
 	default:
-		return fmt.Errorf("demo: -topology %q: want star or leafspine", t)
+		return cli.UsageError("-topology %q: want star, leafspine or incast", t)
 	}
 	fs := cli.NewFlagSet("metaroce demo", out)
-	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
+	fs.String("topology", "star", "star (two hosts through one switch), leafspine or incast (docs/demo.md; each has its own flags: -topology leafspine -h)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
 	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")
