@@ -60,7 +60,7 @@ func Decode(r io.Reader, port uint16) (*Summary, []*Packet, error) {
 	s := &Summary{Drops: map[string]int{}}
 	var pkts []*Packet
 	var f frame.Frame
-	scratch := make([]byte, maxRecord+14)
+	var scratch []byte // for cooked and raw-IP captures, made on first use
 	var t0 time.Time
 	for {
 		rec, err := pr.Next()
@@ -73,6 +73,9 @@ func Decode(r io.Reader, port uint16) (*Summary, []*Packet, error) {
 		s.Records++
 		if s.Records == 1 {
 			t0 = rec.Time
+		}
+		if rec.LinkType != linkEthernet && scratch == nil {
+			scratch = make([]byte, maxRecord+14)
 		}
 		p, ok := packetOf(rec, s.Records, port, scratch, &f)
 		if !ok {

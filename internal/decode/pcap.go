@@ -247,7 +247,7 @@ func (pr *Reader) tsresol(opts []byte) uint64 {
 				}
 			}
 		}
-		opts = opts[(n+3)&^3:]
+		opts = opts[min((n+3)&^3, len(opts)):]
 	}
 	return 1_000_000
 }

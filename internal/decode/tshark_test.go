@@ -520,3 +520,33 @@ func traffic(t *testing.T, ctx context.Context, sockA, sockB string, b *testnet.
 	}
 	time.Sleep(50 * time.Millisecond) // DISCONNECT_ACK
 }
+
+// TestInstallWireshark: deploy/wireshark/install.sh (make install's
+// install-wireshark) puts the dissector where tshark loads it without
+// -X: here the personal plugin folder of a scratch HOME.
+func TestInstallWireshark(t *testing.T) {
+	needTshark(t)
+	home := t.TempDir()
+	plugins := filepath.Join(home, ".local", "lib", "wireshark", "plugins")
+	cmd := exec.Command(filepath.Join("..", "..", "deploy", "wireshark", "install.sh"))
+	cmd.Env = append(os.Environ(), "WIRESHARK_PLUGIN_DIR="+plugins, "DESTDIR=", "DATADIR="+filepath.Join(home, "share"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("install.sh: %v: %s", err, out)
+	}
+	for _, f := range []string{filepath.Join(plugins, "metaroce.lua"), filepath.Join(home, "share", "metaroced", "wireshark", "metaroce.lua")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs := readSpecVectors(t)
+	file := writePcap(t, t.TempDir(), "one.pcap", [][]byte{frameOf(t, vs[0].pkt, specA)})
+	tc := exec.Command("tshark", "-r", file, "-T", "fields", "-e", "metaroce.src_conn")
+	tc.Env = append(os.Environ(), "HOME="+home)
+	out, err := tc.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "0x1c2d3e4f" {
+		t.Fatalf("tshark with the installed plugin: src_conn %q", got)
+	}
+}
