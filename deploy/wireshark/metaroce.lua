@@ -47,7 +47,7 @@ local conn_reasons = {
   [0] = "NONE", [1] = "NO_SERVICE", [2] = "BAD_COOKIE", [3] = "PARAMS",
   [4] = "UNKNOWN_CONN", [5] = "LIMIT", [6] = "CLOSED", [7] = "FAILED",
 }
-local crc_status = { [0] = "Bad", [1] = "Good" }
+local crc_status = { [0] = "Bad", [1] = "Good", [2] = "Unverified (packet truncated by the capture's snap length)" }
 
 -- Fixed header size per class (§3.4), including the prefix.
 local DATA_LEN, ACK_LEN, NACK_LEN, CONN_LEN, TRAILER = 64, 80, 40, 56, 4
@@ -132,11 +132,13 @@ p.fields = fl
 local ex = {
   crc = ProtoExpert.new("metaroce.crc.bad", "Bad CRC32C", expert.group.CHECKSUM, expert.severity.ERROR),
   drop = ProtoExpert.new("metaroce.malformed", "Malformed MetaRoCE packet", expert.group.MALFORMED, expert.severity.ERROR),
+  trunc = ProtoExpert.new("metaroce.truncated", "Packet truncated by the capture (snap length): CRC32C not verified; capture with -s 0",
+    expert.group.UNDECODED, expert.severity.NOTE),
   retx = ProtoExpert.new("metaroce.retransmission", "Retransmission", expert.group.SEQUENCE, expert.severity.NOTE),
   nack = ProtoExpert.new("metaroce.nack", "NACK", expert.group.RESPONSE_CODE, expert.severity.WARN),
   reset = ProtoExpert.new("metaroce.reset", "Connection reset or refused", expert.group.RESPONSE_CODE, expert.severity.WARN),
 }
-p.experts = { ex.crc, ex.drop, ex.retx, ex.nack, ex.reset }
+p.experts = { ex.crc, ex.drop, ex.trunc, ex.retx, ex.nack, ex.reset }
 
 p.prefs.port = Pref.uint("MetaRoCE UDP port", DEFAULT_PORT,
   "A second UDP destination port to dissect as MetaRoCE (4792 is always registered)")
@@ -266,7 +268,7 @@ local function add_hidden(tree, field, range, value)
   return it
 end
 
-local function dissect_data(tvb, t, op, n)
+local function dissect_data(tvb, t, op, n, ncap)
   t:add(f.psn, tvb(8, 4))
   t:add(f.path_id, tvb(12, 2)); add_hidden(t, f.path, tvb(12, 2), u16(tvb, 12))
   t:add(f.stream, tvb(14, 2))
@@ -288,8 +290,9 @@ local function dissect_data(tvb, t, op, n)
   t:add(f.imm, tvb(60, 4))
   -- Shown as far as the packet's own length allows: a PayloadLen that
   -- disagrees with it is flagged as a drop (length) instead.
-  if n - DATA_LEN - TRAILER > 0 then
-    t:add(f.payload, tvb(DATA_LEN, n - DATA_LEN - TRAILER))
+  local pl = math.min(n - TRAILER, ncap) - DATA_LEN
+  if pl > 0 then
+    t:add(f.payload, tvb(DATA_LEN, pl))
   end
   return string.format(" psn=0x%08x path=%u seq=%u msg=%u off=%u len=%u",
     u32(tvb, 8), u16(tvb, 12), u32(tvb, 16), u32(tvb, 20), u32(tvb, 28), u16(tvb, 36))
@@ -351,11 +354,15 @@ local function dissect_conn(tvb, t, op)
 end
 
 function p.dissector(tvb, pinfo, tree)
-  local n = tvb:len()
+  -- n is the packet's length on the wire; a capture with a snap length
+  -- may hold fewer bytes (ncap): the header is still shown if it is
+  -- there, the CRC is not verified.
+  local n, ncap = tvb:reported_len(), tvb:len()
+  local truncated = ncap < n
   pinfo.cols.protocol = "MetaRoCE"
-  local t = tree:add(p, tvb(0, n))
+  local t = tree:add(p, tvb())
   local function dropped(reason, item)
-    local d = t:add(f.drop, tvb(0, n), reason)
+    local d = t:add(f.drop, tvb(), reason)
     d:set_generated()
     d:add_proto_expert_info(ex.drop, "Dropped by a receiver: " .. reason .. " (docs/spec.md §3.5)")
     pinfo.cols.info:append(" [drop: " .. reason .. "]")
@@ -364,7 +371,12 @@ function p.dissector(tvb, pinfo, tree)
   if n < 12 then
     pinfo.cols.info = "MetaRoCE (short)"
     dropped("short")
-    return n
+    return ncap
+  end
+  if ncap < 8 then
+    pinfo.cols.info = "MetaRoCE (truncated)"
+    t:add_proto_expert_info(ex.trunc)
+    return ncap
   end
   local ver, op, flags = u8(tvb, 0), u8(tvb, 1), u16(tvb, 2)
   t:add(f.version, tvb(0, 1))
@@ -394,28 +406,35 @@ function p.dissector(tvb, pinfo, tree)
   elseif n < fixed + TRAILER then
     reason = "short"
   end
-  if not reason then
-    if cls == "data" then info = dissect_data(tvb, t, op, n)
+  if not reason and ncap >= fixed then
+    if cls == "data" then info = dissect_data(tvb, t, op, n, ncap)
     elseif cls == "ack" then info = dissect_ack(tvb, t)
     elseif cls == "nack" then info = dissect_nack(tvb, t, pinfo)
     else info = dissect_conn(tvb, t, op) end
   end
   -- The trailer: the last four bytes, in every version (§3.1).
-  local got = u32(tvb, n - 4)
-  local want = crc32c(tvb, 0, n - 4)
-  t:add(f.crc, tvb(n - 4, 4))
-  local cs = t:add(f.crc_status, tvb(n - 4, 4), want == got and 1 or 0)
-  cs:set_generated()
-  if want ~= got then
-    t:add(f.crc_computed, tvb(n - 4, 4), want):set_generated()
-    cs:add_proto_expert_info(ex.crc, string.format("Bad CRC32C 0x%08x, computed 0x%08x", got, want))
+  local crc_ok = true
+  if truncated then
+    t:add(f.crc_status, tvb(), 2):set_generated()
+    t:add_proto_expert_info(ex.trunc)
+  else
+    local got = u32(tvb, n - 4)
+    local want = crc32c(tvb, 0, n - 4)
+    crc_ok = want == got
+    t:add(f.crc, tvb(n - 4, 4))
+    local cs = t:add(f.crc_status, tvb(n - 4, 4), crc_ok and 1 or 0)
+    cs:set_generated()
+    if not crc_ok then
+      t:add(f.crc_computed, tvb(n - 4, 4), want):set_generated()
+      cs:add_proto_expert_info(ex.crc, string.format("Bad CRC32C 0x%08x, computed 0x%08x", got, want))
+    end
   end
   if not reason then
-    if want ~= got then
+    if not crc_ok then
       reason = "crc"
     elseif band(flags, 0xfff8) ~= 0 or (cls ~= "data" and band(flags, 4) ~= 0) then
       reason = "reserved"
-    else
+    elseif ncap >= fixed then
       reason = validate(tvb, cls, op, flags, n)
     end
   end
@@ -423,7 +442,7 @@ function p.dissector(tvb, pinfo, tree)
   if #fl > 0 then pinfo.cols.info:append(" [" .. table.concat(fl, ",") .. "]") end
   if retx then ft:add_proto_expert_info(ex.retx) end
   if reason then dropped(reason) end
-  return n
+  return ncap
 end
 
 local udp_port = DissectorTable.get("udp.port")

@@ -77,6 +77,12 @@ func Decode(r io.Reader, port uint16) (*Summary, []*Packet, error) {
 		if rec.LinkType != linkEthernet && scratch == nil {
 			scratch = make([]byte, maxRecord+14)
 		}
+		if rec.OrigLen > len(rec.Data) {
+			// Cut by the capture's snap length: the CRC32C, the last
+			// four bytes, is gone, and frame.Parse wants whole packets.
+			s.Truncated++
+			continue
+		}
 		p, ok := packetOf(rec, s.Records, port, scratch, &f)
 		if !ok {
 			s.Other++
@@ -183,6 +189,9 @@ func writeText(out io.Writer, s *Summary, pkts []*Packet, list bool) error {
 		w.printf("\n")
 	}
 	w.printf("%s: %d records, %d MetaRoCE packets, %d other\n", s.File, s.Records, s.Packets, s.Other)
+	if s.Truncated > 0 {
+		w.printf("warning: %d records cut by the capture's snap length were skipped: capture with -s 0\n", s.Truncated)
+	}
 	if len(s.Drops) > 0 {
 		w.printf("dropped by a receiver (spec §3.5): %s\n", countList(s.Drops))
 	}

@@ -22,10 +22,13 @@ func (e end) String() string { return fmt.Sprintf("%s/0x%08x", e.addr, e.id) }
 
 // Summary is what a capture shows, connection by connection.
 type Summary struct {
-	File        string         `json:"file"`
-	Records     int            `json:"records"`
-	Packets     int            `json:"metaroce_packets"`
-	Other       int            `json:"other_records"`
+	File    string `json:"file"`
+	Records int    `json:"records"`
+	Packets int    `json:"metaroce_packets"`
+	Other   int    `json:"other_records"`
+	// Truncated records (shorter than on the wire, a snap length) are
+	// skipped: without the last four bytes there is no CRC32C to check.
+	Truncated   int            `json:"truncated_records,omitempty"`
 	Drops       map[string]int `json:"drops,omitempty"`
 	Connections []*ConnSummary `json:"connections"`
 	// PacketList is every MetaRoCE packet, with -packets.

@@ -3,6 +3,7 @@ package decode
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -295,7 +296,8 @@ func resealed(pkt []byte, f func([]byte)) []byte {
 // TestTsharkLossyCapture is the acceptance test on real traffic: two
 // metaroced daemons (AF_XDP, 16 paths) through a switch dropping 3% of the
 // packets it forwards, a connection, WRITEs, a READ and SENDs, and a
-// teardown, captured on the switch port of the initiator. tshark and
+// teardown, captured on the switch port of the initiator (and on the
+// initiator's own interface, which shows none of it). tshark and
 // decode agree on every field of every packet; tshark finds nothing
 // malformed and every CRC good; the capture holds the handshake,
 // retransmissions and the loss that decode's summary reports.
@@ -303,7 +305,7 @@ func TestTsharkLossyCapture(t *testing.T) {
 	needTshark(t)
 	s := testnet.NewStar(t, 2, testnet.Config{})
 	dir := t.TempDir()
-	caps, err := testnet.CaptureAll(dir, "", s.Switch.Ports[0])
+	caps, err := testnet.CaptureAll(dir, "", s.Switch.Ports[0], s.Hosts[0].Port)
 	if errors.Is(err, testnet.ErrNoTcpdump) {
 		t.Fatal(err)
 	}
@@ -324,6 +326,22 @@ func TestTsharkLossyCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := caps.Paths()[0]
+	// What docs/operate.md says of AF_XDP: a capture on the host's own
+	// interface sees none of its MetaRoCE packets, received (the XDP
+	// program redirects them to the socket before any tap) or sent
+	// (AF_XDP transmit bypasses the taps).
+	hf, err := os.Open(caps.Paths()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, _, err := Decode(hf, wire.DefaultPort)
+	hf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs.Packets != 0 {
+		t.Errorf("the capture on host A's AF_XDP interface holds %d MetaRoCE packets; docs/operate.md says none", hs.Packets)
+	}
 	rows, pkts := compareAll(t, file)
 	if len(pkts) < 100 {
 		t.Fatalf("%d MetaRoCE packets captured", len(pkts))
@@ -548,5 +566,62 @@ func TestInstallWireshark(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "0x1c2d3e4f" {
 		t.Fatalf("tshark with the installed plugin: src_conn %q", got)
+	}
+}
+
+// TestTsharkTruncated: a capture with a snap length that cuts the packets
+// after the data header shows the header, marks the CRC unverified (not
+// bad, not malformed); decode skips such records and counts them.
+func TestTsharkTruncated(t *testing.T) {
+	needTshark(t)
+	_, frames := storyFrames(t)
+	const snap = 42 + wire.DataLen + 4 // headers, the data header, part of the payload
+	var b bytes.Buffer
+	w, _ := NewWriter(&b)
+	full := len(frames)
+	for i, f := range frames {
+		w.WritePacket(time.Unix(int64(i), 0), f)
+	}
+	// The same frames again, cut at snap (incl_len < orig_len).
+	for i, f := range frames {
+		var h [16]byte
+		n := min(len(f), snap)
+		binary.LittleEndian.PutUint32(h[0:], uint32(100+i))
+		binary.LittleEndian.PutUint32(h[8:], uint32(n))
+		binary.LittleEndian.PutUint32(h[12:], uint32(len(f)))
+		b.Write(h[:])
+		b.Write(f[:n])
+	}
+	file := filepath.Join(t.TempDir(), "snap.pcap")
+	os.WriteFile(file, b.Bytes(), 0o644)
+	rows := tshark(t, file)
+	for i, f := range frames {
+		whole, cut := rows[i], rows[full+i]
+		if len(f) <= snap {
+			continue
+		}
+		if cut["metaroce.crc.status"] != "2" || cut["_ws.malformed"] != "" || cut["metaroce.drop"] != "" ||
+			strings.Contains(cut["_ws.expert.group"], malformedGroup) {
+			t.Errorf("frame %d cut at %d: crc %q malformed %q drop %q expert %q", i, snap, cut["metaroce.crc.status"],
+				cut["_ws.malformed"], cut["metaroce.drop"], cut["_ws.expert.message"])
+		}
+		for _, name := range []string{"metaroce.opcode", "metaroce.dst_conn", "metaroce.psn", "metaroce.path_seq", "metaroce.src_conn"} {
+			if cut[name] != whole[name] {
+				t.Errorf("frame %d cut: %s %q, whole %q", i, name, cut[name], whole[name])
+			}
+		}
+	}
+	s, pkts, err := Decode(bytes.NewReader(b.Bytes()), wire.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := 0
+	for _, f := range frames {
+		if len(f) > snap {
+			cut++
+		}
+	}
+	if s.Truncated != cut || len(pkts) != 2*full-cut {
+		t.Errorf("decode: %d truncated, %d packets; want %d, %d", s.Truncated, len(pkts), cut, 2*full-cut)
 	}
 }

@@ -3,7 +3,7 @@ package testnet
 import (
 	"bytes"
 	"encoding/binary"
-		"io"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
