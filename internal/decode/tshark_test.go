@@ -346,6 +346,18 @@ func TestTsharkLossyCapture(t *testing.T) {
 	if len(pkts) < 100 {
 		t.Fatalf("%d MetaRoCE packets captured", len(pkts))
 	}
+	// Spec §2.4 as the wire shows it: data and probes in DSCP 26,
+	// everything else in 48, all ECT(0) (ECN 2; the switch does not mark).
+	for _, p := range pkts {
+		want := uint8(48)
+		if wire.Opcode(p.b[1]).Class() == wire.ClassData {
+			want = 26
+		}
+		if p.DSCP != want || p.ECN != 2 {
+			t.Errorf("frame %d %s: DSCP %d ECN %d, want %d and 2 (spec §2.4)", p.Frame, p.Opcode, p.DSCP, p.ECN, want)
+			break
+		}
+	}
 	var retx int
 	for _, row := range rows {
 		if row["metaroce.crc"] == "" {
