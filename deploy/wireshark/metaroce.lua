@@ -388,7 +388,9 @@ function p.dissector(tvb, pinfo, tree)
   ft:add(f.void, tvb(2, 2))
   ft:add(f.flags_rsvd, tvb(2, 2))
   local retx = band(flags, 2) ~= 0
-  add_hidden(t, f.retx, tvb(2, 2), retx)
+  -- Present only on retransmissions, so that `metaroce.retx` filters
+  -- them (as tcp.analysis.retransmission does).
+  if retx then add_hidden(t, f.retx, tvb(2, 2), true) end
   t:add(f.dst_conn, tvb(4, 4)); add_hidden(t, f.conn, tvb(4, 4), u32(tvb, 4))
 
   local fl = {}

@@ -263,7 +263,9 @@ func Dissect(pkt []byte) (Fields, string) {
 	for _, v := range pathSeq {
 		fs.dec("metaroce.pathseq", v)
 	}
-	fs.bool("metaroce.retx", flags&wire.FlagRetx != 0)
+	if flags&wire.FlagRetx != 0 {
+		fs.bool("metaroce.retx", true) // present on retransmissions only
+	}
 	return fs, drop
 }
 

@@ -424,6 +424,9 @@ func checkSummary(t *testing.T, s *Summary) {
 	if a.Retransmits == 0 {
 		t.Error("A retransmitted nothing")
 	}
+	if a.Nacks["RNR"] == 0 || a.Nacks["REMOTE_ACCESS"] == 0 {
+		t.Errorf("NACKs A received: %v, want RNR and REMOTE_ACCESS", a.Nacks)
+	}
 	lost := 0
 	for _, p := range a.Paths {
 		lost += p.Lost
@@ -471,7 +474,8 @@ func startDaemon(t *testing.T, ctx context.Context, h *testnet.Host) string {
 }
 
 // traffic connects a queue pair on A to one on B, moves WRITEs, a READ and
-// SENDs, and destroys both (DISCONNECT).
+// SENDs (two of them early, drawing NACK RNR), a WRITE with a bad key
+// (NACK REMOTE_ACCESS and a void packet), and destroys both (DISCONNECT).
 func traffic(t *testing.T, ctx context.Context, sockA, sockB string, b *testnet.Host) {
 	t.Helper()
 	ca, cb := apptest.Dial(t, sockA), apptest.Dial(t, sockB)
@@ -541,6 +545,29 @@ func traffic(t *testing.T, ctx context.Context, sockA, sockB string, b *testnet.
 	wait(qb, 4)
 	if !bytes.Equal(dst.Bytes(), src.Bytes()) {
 		t.Fatal("B's region differs from what A wrote")
+	}
+	// Two SENDs before B posts their buffers: NACK RNR until it does.
+	for i := range 2 {
+		if err := qa.PostSend(uint64(3000+i), src, i*size, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Millisecond)
+	for i := range 2 {
+		if err := qb.PostRecv(uint64(200+i), recv, i*size, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(qa, 2)
+	wait(qb, 2)
+	// A WRITE with a key B does not know: NACK REMOTE_ACCESS, the message
+	// fails, and A voids its PSN (spec §6.3).
+	if err := qa.PostWrite(4000, src, 0, 4096, dst.Addr, dst.Key^0x5a5a5a5a); err != nil {
+		t.Fatal(err)
+	}
+	var cq [1]client.Completion
+	if k, err := qa.WaitCQ(cctx, cq[:]); err != nil || k != 1 || !errors.Is(cq[0].Err(), client.ErrRemoteAccess) {
+		t.Fatalf("WRITE with a bad key: %d completions, %v, %v; want a remote access error", k, err, cq[0].Err())
 	}
 	if err := qa.Destroy(); err != nil {
 		t.Fatal(err)
