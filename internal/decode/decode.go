@@ -18,8 +18,9 @@
 // retransmissions, probes, path-sequence gaps (loss before the capture
 // point) and transmissions the receiver's SACKs report missing (loss
 // after it), NACKs by reason, and the round trip from the capture point
-// (an ack matched to the data packet whose Timestamp it echoes, less its
-// AckDelay); and the connection's handshake timeline.
+// (an ack matched to the transmission it names by PathID and PathAckSeq,
+// and whose Timestamp it echoes, less its AckDelay); and the connection's
+// handshake timeline.
 //
 // # Why not gopacket's pcapgo
 //
@@ -36,6 +37,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,6 +55,13 @@ import (
 
 // Decode reads a capture and returns its MetaRoCE packets and summary.
 func Decode(r io.Reader, port uint16) (*Summary, []*Packet, error) {
+	return decode(r, port, true)
+}
+
+// decode is Decode; without fields it keeps of each packet only what the
+// summary reads (its fixed header), so a capture of a whole benchmark
+// fits in memory.
+func decode(r io.Reader, port uint16, fields bool) (*Summary, []*Packet, error) {
 	pr, err := NewReader(r)
 	if err != nil {
 		return nil, nil, err
@@ -89,6 +98,10 @@ func Decode(r io.Reader, port uint16) (*Summary, []*Packet, error) {
 			continue
 		}
 		s.Packets++
+		if !fields {
+			p.Fields = nil
+			p.b = bytes.Clone(p.b[:min(len(p.b), wire.AckLen+wire.TrailerLen)])
+		}
 		if p.Drop != "" {
 			s.Drops[p.Drop]++
 		}
@@ -130,7 +143,7 @@ func Run(args []string, out io.Writer) error {
 		return err // *PathError names the file
 	}
 	defer fh.Close()
-	s, pkts, err := Decode(fh, uint16(*port))
+	s, pkts, err := decode(fh, uint16(*port), *packets)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

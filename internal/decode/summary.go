@@ -73,7 +73,7 @@ type DirSummary struct {
 	dataEntropy map[uint16]bool   `json:"-"`
 	psns        map[uint32]bool   `json:"-"`
 	paths       map[uint16]*pathT `json:"-"`
-	sent        map[uint64]time.Time
+	sent        map[uint64]sentAt // by PathID<<32 | PathSeq
 	rtts        []time.Duration
 }
 
@@ -94,6 +94,12 @@ type PathSummary struct {
 	Acks int `json:"acks"`
 }
 
+// sentAt is when the capture saw a transmission, and its Timestamp.
+type sentAt struct {
+	t  time.Time
+	ts uint64
+}
+
 type pathT struct {
 	PathSummary
 	seqs    map[uint32]bool
@@ -102,8 +108,8 @@ type pathT struct {
 }
 
 // RTTSummary is the round trip from the capture point: an ack's capture
-// time less its AckDelay less the capture time of the data packet whose
-// Timestamp it echoes. Captured beside the sender, it is the network's
+// time less its AckDelay less the capture time of the transmission it
+// speaks for (its PathID and PathAckSeq, with the Timestamp it echoes). Captured beside the sender, it is the network's
 // round trip plus the receiver's processing; beside the receiver, only the
 // receiver's own turnaround shows.
 type RTTSummary struct {
@@ -235,14 +241,14 @@ func summarize(s *Summary, pkts []*Packet, t0 time.Time) {
 	for _, c := range s.Connections {
 		c.finish()
 	}
-	slices.SortFunc(s.Connections, func(x, y *ConnSummary) int { return cmp.Compare(x.A+x.B, y.A+y.B) })
+	// s.Connections is in the order the capture first shows them.
 }
 
 func (c *ConnSummary) dir(byA bool) *DirSummary {
 	d := c.dirs[byA]
 	if d == nil {
 		d = &DirSummary{Opcodes: map[string]int{}, entropy: map[uint16]bool{}, dataEntropy: map[uint16]bool{},
-			psns: map[uint32]bool{}, paths: map[uint16]*pathT{}, sent: map[uint64]time.Time{}}
+			psns: map[uint32]bool{}, paths: map[uint16]*pathT{}, sent: map[uint64]sentAt{}}
 		d.From, d.To = c.A, c.B
 		if !byA {
 			d.From, d.To = c.B, c.A
@@ -293,7 +299,7 @@ func (c *ConnSummary) add(p *Packet, byA bool, t0 time.Time) {
 			pt.Retransmits++
 			d.Retransmits++
 		}
-		d.sent[k.Timestamp()] = p.Time
+		d.sent[uint64(k.PathID())<<32|uint64(k.PathSeq())] = sentAt{p.Time, k.Timestamp()}
 	case wire.ClassAck:
 		// An ack speaks for the other direction's path.
 		a := wire.Ack(p.b)
@@ -308,8 +314,10 @@ func (c *ConnSummary) add(p *Packet, byA bool, t0 time.Time) {
 				pt.arrived[seq] = true
 			}
 		}
-		if ts, ok := od.sent[a.EchoTimestamp()]; ok {
-			if r := p.Time.Sub(ts) - time.Duration(a.AckDelay()); r >= 0 {
+		// The ack speaks for the transmission PathID, PathAckSeq; its
+		// echoed Timestamp confirms which one it was.
+		if at, ok := od.sent[uint64(a.PathID())<<32|uint64(top)]; ok && at.ts == a.EchoTimestamp() {
+			if r := p.Time.Sub(at.t) - time.Duration(a.AckDelay()); r >= 0 {
 				od.rtts = append(od.rtts, r)
 			}
 		}
