@@ -150,8 +150,9 @@ func compareAll(t *testing.T, file string) ([]map[string]string, []*Packet) {
 }
 
 // TestTsharkVectors: every packet vector of docs/spec.md §12.3, framed as
-// §2.1 says, through the dissector: each listed field is what tshark
-// prints, CRCs verify, nothing is malformed, and decode agrees.
+// §2.1 says (IPv4 as §12.5 shows, IPv6, and IPv4 with an 802.1Q tag),
+// through the dissector: each listed field is what tshark prints, CRCs
+// verify, nothing is malformed, and decode agrees.
 func TestTsharkVectors(t *testing.T) {
 	needTshark(t)
 	vs := readSpecVectors(t)
@@ -159,13 +160,19 @@ func TestTsharkVectors(t *testing.T) {
 	for _, v := range vs {
 		frames = append(frames, frameOf(t, v.pkt, specA))
 	}
-	file := writePcap(t, t.TempDir(), "vectors.pcap", frames)
-	rows, _ := compareAll(t, file)
-	if len(rows) != len(vs) {
-		t.Fatalf("tshark printed %d frames, want %d", len(rows), len(vs))
+	for _, v := range vs {
+		frames = append(frames, frameOf(t, v.pkt, specA6))
 	}
-	for i, v := range vs {
-		row := rows[i]
+	for _, v := range vs {
+		frames = append(frames, withVLAN(frameOf(t, v.pkt, specA)))
+	}
+	file := writePcap(t, t.TempDir(), "vectors.pcap", frames)
+	rows, pkts := compareAll(t, file)
+	if len(rows) != len(frames) || len(pkts) != len(frames) {
+		t.Fatalf("tshark printed %d frames, decode %d packets, want %d", len(rows), len(pkts), len(frames))
+	}
+	for i := range rows {
+		v, row := vs[i%len(vs)], rows[i]
 		for _, k := range v.keys {
 			name, want := vectorField(t, v, k)
 			if name == "" {

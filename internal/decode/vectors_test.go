@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -80,6 +81,21 @@ var (
 		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 50000, DstPort: wire.DefaultPort}
 )
 
+// specA6 is specA over IPv6.
+var specA6 = func() frame.Endpoints {
+	ep := specA
+	ep.Src, ep.Dst = netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+	return ep
+}()
+
+// withVLAN inserts an 802.1Q tag (VLAN 100, priority 3) after the MAC
+// addresses, which a receiver must accept (spec §2.1).
+func withVLAN(f []byte) []byte {
+	out := append([]byte{}, f[:12]...)
+	out = append(out, 0x81, 0x00, 0x60, 0x64)
+	return append(out, f[12:]...)
+}
+
 // frameOf wraps a MetaRoCE packet in Ethernet, IPv4 and UDP as §2.1 says
 // (DSCP by class, §2.4; ECT(0)).
 func frameOf(t testing.TB, pkt []byte, ep frame.Endpoints) []byte {
@@ -88,7 +104,7 @@ func frameOf(t testing.TB, pkt []byte, ep frame.Endpoints) []byte {
 	if len(pkt) > 1 && wire.Opcode(pkt[1]).Class() == wire.ClassData {
 		dscp = 26
 	}
-	buf := make([]byte, frame.HeaderLen(false)+len(pkt))
+	buf := make([]byte, frame.HeaderLen(ep.Src.Is6())+len(pkt))
 	hl, err := frame.Build(buf, &ep, dscp, 2, len(pkt))
 	if err != nil {
 		t.Fatal(err)
@@ -171,5 +187,60 @@ func TestVectorFields(t *testing.T) {
 		if fs.Get("metaroce.crc.status") != "1" {
 			t.Errorf("vector %s: crc status %q", v.name, fs.Get("metaroce.crc.status"))
 		}
+	}
+}
+
+// TestFrameExample: frameOf wraps a vector as spec §12.5 shows it: the
+// ```frame block's addresses, ports, DSCP and ECN around the vector it
+// carries give exactly its bytes.
+func TestFrameExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "spec.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "```frame\n")
+	if i < 0 {
+		t.Fatal("docs/spec.md has no frame block")
+	}
+	block := doc[i+len("```frame\n"):]
+	block = block[:strings.Index(block, "```")]
+	vals := map[string]string{}
+	var want []byte
+	for _, line := range strings.Split(block, "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		if k == "hex" {
+			for _, h := range strings.Fields(v)[1:] {
+				x, _ := hex.DecodeString(h)
+				want = append(want, x...)
+			}
+		} else if k != "" {
+			vals[k] = v
+		}
+	}
+	var pkt []byte
+	for _, v := range readSpecVectors(t) {
+		if v.name == vals["carries"] {
+			pkt = v.pkt
+		}
+	}
+	mac := func(s string) (m [6]byte) {
+		hw, err := net.ParseMAC(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(m[:], hw)
+		return m
+	}
+	port := func(s string) uint16 { n, _ := strconv.Atoi(s); return uint16(n) }
+	ep := frame.Endpoints{SrcMAC: mac(vals["src_mac"]), DstMAC: mac(vals["dst_mac"]),
+		Src: netip.MustParseAddr(vals["src_ip"]), Dst: netip.MustParseAddr(vals["dst_ip"]),
+		SrcPort: port(vals["src_port"]), DstPort: port(vals["dst_port"])}
+	if vals["dscp"] != "48" || vals["ecn"] != "2" {
+		t.Fatalf("frame example with DSCP %s ECN %s: frameOf writes 48 and 2 for control packets", vals["dscp"], vals["ecn"])
+	}
+	if got := frameOf(t, pkt, ep); !bytes.Equal(got, want) {
+		t.Fatalf("frameOf(%s)\n got %x\nwant %x", vals["carries"], got, want)
 	}
 }
