@@ -11,7 +11,8 @@
 -- plugin directory (`make install` does; Help > About > Folders names
 -- them). It dissects UDP port 4792 (spec §2.2) and the port of the
 -- preference "MetaRoCE UDP port" (Edit > Preferences > Protocols > MetaRoCE,
--- or `-o metaroce.port:N`).
+-- or `-o metaroce.port:N`). `-o metaroce.check_crc:FALSE` skips the CRC32C
+-- (status Unverified), for captures too large to wait for.
 --
 -- Display-filter fields are named after the spec's fields in snake_case, as
 -- the test vectors of §12 name them: metaroce.psn, metaroce.path_id,
@@ -47,7 +48,7 @@ local conn_reasons = {
   [0] = "NONE", [1] = "NO_SERVICE", [2] = "BAD_COOKIE", [3] = "PARAMS",
   [4] = "UNKNOWN_CONN", [5] = "LIMIT", [6] = "CLOSED", [7] = "FAILED",
 }
-local crc_status = { [0] = "Bad", [1] = "Good", [2] = "Unverified (packet truncated by the capture's snap length)" }
+local crc_status = { [0] = "Bad", [1] = "Good", [2] = "Unverified" }
 
 -- Fixed header size per class (§3.4), including the prefix.
 local DATA_LEN, ACK_LEN, NACK_LEN, CONN_LEN, TRAILER = 64, 80, 40, 56, 4
@@ -142,6 +143,8 @@ p.experts = { ex.crc, ex.drop, ex.trunc, ex.retx, ex.nack, ex.reset }
 
 p.prefs.port = Pref.uint("MetaRoCE UDP port", DEFAULT_PORT,
   "A second UDP destination port to dissect as MetaRoCE (4792 is always registered)")
+p.prefs.check_crc = Pref.bool("Verify CRC32C", true,
+  "Compute each packet's CRC32C and flag a mismatch (off: status Unverified, faster on huge captures)")
 
 -- Bitwise operations: bit32 on Lua 5.2; the native operators, compiled at
 -- load time so that Lua 5.2 never parses them, on 5.3 and later.
@@ -165,11 +168,19 @@ for i = 0, 255 do
   end
   crc_table[i] = c
 end
+local sbyte = string.byte
 local function crc32c(tvb, off, len)
   local c = 0xFFFFFFFF
   local bytes = tvb:raw(off, len)
-  for i = 1, len do
-    c = bxor(crc_table[band(bxor(c, bytes:byte(i)), 0xff)], rshift(c, 8))
+  -- string.byte 64 bytes at a time: one call into C per 64 bytes. The
+  -- loop costs about 60 ns a byte in Lua 5.2, 0.1 ms for a full data
+  -- packet; the preference "Verify CRC32C" turns it off for captures of
+  -- millions of packets.
+  for i = 1, len, 64 do
+    local chunk = { sbyte(bytes, i, math.min(i + 63, len)) }
+    for j = 1, #chunk do
+      c = bxor(crc_table[band(bxor(c, chunk[j]), 0xff)], rshift(c, 8))
+    end
   end
   return bxor(c, 0xFFFFFFFF)
 end
@@ -419,6 +430,9 @@ function p.dissector(tvb, pinfo, tree)
   if truncated then
     t:add(f.crc_status, tvb(), 2):set_generated()
     t:add_proto_expert_info(ex.trunc)
+  elseif not p.prefs.check_crc then
+    t:add(f.crc, tvb(n - 4, 4))
+    t:add(f.crc_status, tvb(n - 4, 4), 2):set_generated()
   else
     local got = u32(tvb, n - 4)
     local want = crc32c(tvb, 0, n - 4)

@@ -256,6 +256,11 @@ func TestTsharkFlagsBadPackets(t *testing.T) {
 			t.Errorf("%s: resealed packet's crc status %q", c.name, row["metaroce.crc.status"])
 		}
 	}
+	// With the preference off, no CRC is computed: unverified, not bad.
+	rows = tshark(t, file, "-o", "metaroce.check_crc:FALSE")
+	if r := rows[0]; r["metaroce.crc.status"] != "2" || r["metaroce.drop"] != "" || r["metaroce.crc"] == "" {
+		t.Errorf("check_crc off, corrupt payload: crc %q status %q drop %q", r["metaroce.crc"], r["metaroce.crc.status"], r["metaroce.drop"])
+	}
 }
 
 // TestTsharkPortPreference: the preference moves the dissector to another
