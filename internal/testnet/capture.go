@@ -157,12 +157,18 @@ func (c *Capture) Stop() error {
 // CaptureSet is captures of several interfaces, stopped together.
 type CaptureSet []*Capture
 
-// CaptureAll starts one capture per endpoint, each to dir/<prefix><label>-<name>.pcap
-// (for example the demo's -pcap DIR: CaptureAll(dir, "", star.Switch.Ports...)).
+// CaptureAll starts one capture per endpoint, each to
+// dir/<prefix><namespace>-<peer namespace>.pcap, so the switch port facing
+// host 0 of a star is sw-h0.pcap (for example the demo's -pcap DIR:
+// CaptureAll(dir, "", star.Switch.Ports...)).
 func CaptureAll(dir, prefix string, eps ...*Endpoint) (CaptureSet, error) {
 	var cs CaptureSet
 	for _, e := range eps {
-		c, err := e.Capture(filepath.Join(dir, prefix+e.NS.Label+"-"+e.Name+".pcap"))
+		peer := e.Name
+		if e.Peer != nil {
+			peer = e.Peer.NS.Label
+		}
+		c, err := e.Capture(filepath.Join(dir, prefix+e.NS.Label+"-"+peer+".pcap"))
 		if err != nil {
 			cs.Stop()
 			return nil, err

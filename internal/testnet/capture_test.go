@@ -38,7 +38,7 @@ func TestCapture(t *testing.T) {
 	if err := cs.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	if p := cs.Paths()[0]; filepath.Dir(p) != dir || !strings.HasPrefix(filepath.Base(p), "t-sw") {
+	if p := cs.Paths()[0]; filepath.Dir(p) != dir || filepath.Base(p) != "t-sw-h0.pcap" {
 		t.Errorf("capture file %s", p)
 	}
 	b, err := os.ReadFile(cs.Paths()[0])
