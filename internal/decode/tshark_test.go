@@ -333,10 +333,12 @@ func TestTsharkLossyCapture(t *testing.T) {
 	sockA := startDaemon(t, ctx, s.Hosts[0])
 	sockB := startDaemon(t, ctx, s.Hosts[1])
 	traffic(t, ctx, sockA, sockB, s.Hosts[1])
-	cancel()
+	// Stop capturing before the daemons: once A's detaches its XDP
+	// program, a late packet from B would reach A's kernel and its capture.
 	if err := caps.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	cancel()
 	file := caps.Paths()[0]
 	// What docs/operate.md says of AF_XDP: a capture on the host's own
 	// interface sees none of its MetaRoCE packets, received (the XDP
