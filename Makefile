@@ -79,3 +79,10 @@ install: build
 	install -m 0644 deploy/metaroced.yaml $(DESTDIR)$(DATADIR)/metaroced/metaroced.reference.yaml
 	test -e $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml || \
 		install -m 0644 deploy/metaroced.minimal.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml
+	$(MAKE) install-wireshark
+
+# The Wireshark dissector, in the Lua plugin directory tshark names (or
+# WIRESHARK_PLUGIN_DIR), beside the docs too (deploy/wireshark/install.sh).
+.PHONY: install-wireshark
+install-wireshark:
+	DESTDIR='$(DESTDIR)' DATADIR='$(DATADIR)' ./deploy/wireshark/install.sh

@@ -25,6 +25,8 @@ test_deps=(
 	promtool:prometheus      # PromQL of the dashboard and the metrics
 	prometheus:prometheus    # a real server scrapes the daemon
 	systemd-analyze:systemd  # the unit verifies and keeps its hardening
+	"tshark:tshark"          # the Wireshark dissector runs over captures
+	"tcpdump:tcpdump"        # testnet captures a namespace's interface
 )
 # libbpf-dev ships headers, not a command: checked by file.
 header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/decode"
 	"github.com/metaroce/metaroce/internal/demo"
 	"github.com/metaroce/metaroce/internal/perf"
 	"github.com/metaroce/metaroce/internal/version"
@@ -29,6 +30,7 @@ commands:
   paths       each connection's logical paths: state, RTT, marks, losses, repaths
   top         a live view of engines and connections, refreshed in place
   compliance  the packet-level conformance suite against -target ADDR or a -spawned metaroced
+  decode      a pcap or pcapng capture of MetaRoCE traffic: fields, connections, loss, RTT
   daemon      run metaroced itself (the demos start their daemons this way)
   version     print the version and exit
 
@@ -45,6 +47,7 @@ var commands = map[string]func(args []string, out io.Writer) error{
 	"paths":      runPaths,
 	"top":        runTop,
 	"compliance": runCompliance,
+	"decode":     decode.Run,
 	"version": func(args []string, out io.Writer) error {
 		if err := cli.Parse(cli.NewFlagSet("metaroce version", out), args); err != nil {
 			return err
