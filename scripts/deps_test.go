@@ -62,7 +62,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	empty := t.TempDir()
 	for purpose, want := range map[string]string{
 		"demo": "ethtool iproute2 nftables",
-		"test": "clang ethtool iproute2 libbpf-dev llvm make nftables prometheus systemd",
+		"test": "clang ethtool iproute2 libbpf-dev llvm make nftables prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -80,7 +80,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 		}
 	}
 	// Everything present: nothing installed.
-	bin, log := fakeBin(t, "ip", "nft", "ethtool", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze")
+	bin, log := fakeBin(t, "ip", "nft", "ethtool", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump")
 	hdr := filepath.Join(empty, "usr/include/bpf")
 	os.MkdirAll(hdr, 0o755)
 	os.WriteFile(filepath.Join(hdr, "bpf_helpers.h"), nil, 0o644)

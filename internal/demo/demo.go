@@ -72,6 +72,7 @@ type DemoResult struct {
 
 type demoOpts struct {
 	mtu      int
+	pcapDir  string
 	sweep    bool
 	out      string
 	loss     float64
@@ -100,6 +101,7 @@ func Run(args []string, out io.Writer) error {
 	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")
 	fs.BoolVar(&o.sweep, "sweep", false, "a loss sweep instead: 0, 0.1, 1, 5 and 10% loss, metaroce beside TCP (offloads on and off) at each; CSV and PNG into -out")
 	fs.StringVar(&o.out, "out", ".", "-sweep: directory for sweep.csv and sweep.png")
+	fs.StringVar(&o.pcapDir, "pcap", "", "capture each switch port to DIR/*.pcap with tcpdump (hundreds of MB a port at the default sizes; read them with metaroce decode, docs/operate.md)")
 	cli.SizeVar(fs, &o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
 	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE in the bandwidth test")
 	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
@@ -149,6 +151,16 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if err := star.Switch.SetLoss(o.loss); err != nil {
 		return nil, err
 	}
+	var caps testnet.CaptureSet
+	if o.pcapDir != "" {
+		if err := os.MkdirAll(o.pcapDir, 0o755); err != nil {
+			return nil, fmt.Errorf("demo: -pcap: %w", err)
+		}
+		if caps, err = testnet.CaptureAll(o.pcapDir, "", star.Switch.Ports...); err != nil {
+			return nil, fmt.Errorf("demo: -pcap: %w", err)
+		}
+	}
+	defer caps.Stop() // idempotent; nil is a no-op
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -211,6 +223,11 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if err != nil {
 		res.DataVerified = false // the UDP backend's WRITEs were not verified
 		res.Errors = append(res.Errors, "udp backend: "+err.Error())
+	}
+	// The capture holds metaroce's traffic only: the raw baseline would
+	// add millions of packets on the same port that look like MetaRoCE.
+	if err := caps.Stop(); err != nil {
+		res.Errors = append(res.Errors, "pcap: "+err.Error())
 	}
 	baselines(res, star, o)
 	if res.RawAFXDPGbps > 0 {
