@@ -78,9 +78,10 @@ type txSlot struct {
 	name     sockaddr
 }
 
-// txEntry is one sendmmsg entry: count packets from batch index first on.
+// txEntry is one sendmmsg entry: count packets, from position first on of
+// the order slice given to build.
 type txEntry struct {
-	first, count int    // first is an index into the order slice given to build
+	first, count int
 	slot         uint32 // slot of the first packet, whose name the entry uses
 	iov          int    // first iovec
 	seg, bytes   int    // packet length of the run, total bytes
