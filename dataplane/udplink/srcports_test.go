@@ -249,3 +249,38 @@ func TestSrcPortsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSendRefusedSprayed: a packet the kernel refuses (EACCES, broadcast)
+// costs only itself when the batch is spread over sockets too: each
+// socket's group sends the rest, with GSO runs retried packet by packet.
+func TestSendRefusedSprayed(t *testing.T) {
+	bcast := netip.MustParseAddr("127.255.255.255")
+	for _, gso := range []bool{false, true} {
+		t.Run(onOff(gso), func(t *testing.T) {
+			ls := openLinks(t, Config{Local: lo1, GSO: gso, SrcPorts: 3}, Config{Local: lo2})
+			a, b := ls[0], ls[1]
+			lo, _, _ := a.SrcPortRange()
+			batch := make([]dataplane.TxPacket, 12)
+			a.ReserveTx(batch)
+			for i := range batch {
+				batch[i].Dst, batch[i].Len, batch[i].SrcPort = lo2, 100, lo+uint16(i%3)
+				if i/3 == 1 {
+					batch[i].Dst = bcast // one packet of each socket
+				}
+				fill(batch[i].Buf[:100], uint32(i))
+			}
+			if err := a.SubmitTx(batch); err != nil {
+				t.Fatal(err)
+			}
+			if c := a.Counters(); c.Sent != 9 || c.SendErrors != 3 {
+				t.Fatalf("counters %+v, want 9 sent, 3 errors", c)
+			}
+			got := recvPorts(t, b, 9, 100)
+			for seq, port := range got {
+				if seq/3 == 1 || port != lo+uint16(seq%3) {
+					t.Errorf("packet %d from port %d", seq, port)
+				}
+			}
+		})
+	}
+}
