@@ -55,13 +55,13 @@
 // work dwarfs the ~0.3 us of each extra sendmmsg; with GSO, 1 socket (one
 // run of 64) cost 0.33-0.40 us, 4 sockets 0.21-0.26, 16 sockets (runs of
 // 4) 0.43-0.47, and 64 (runs of one) ~2 us. End to end, two daemons
-// (which run the link without GSO; these runs with n = 64, the daemon
-// now opens 256) moving verified WRITEs through
-// a star with 1% loss did 1.12-1.61 Gb/s from one port and 1.63-2.04 Gb/s
-// with the pool, interleaved runs; through the leaf-spine demo's 4 spines
-// of 250 Mb/s each, one port put every packet on one spine (0.23 Gb/s),
-// the pool spread them 17-34% per spine (0.38-0.67 Gb/s, as AF_XDP did in
-// the same hour) and a blackholed spine was routed around in ~20 ms.
+// (which run the link without GSO) moving verified WRITEs through a star
+// with 1% loss did 1.12-1.76 Gb/s from one port and 1.18-2.04 Gb/s with
+// the pool (64 or 256 ports) in 8 interleaved pairs of runs: no cost that
+// the noise shows. Through the leaf-spine demo's 4 spines of 250 Mb/s
+// each, one port put every packet on one spine (0.14-0.23 Gb/s); a pool
+// of 64 spread them 17-34% per spine (0.38-0.67 Gb/s, as AF_XDP did in the
+// same hour) and a blackholed spine was routed around in 20-32 ms.
 //
 // # DSCP and ECN
 //
