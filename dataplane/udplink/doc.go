@@ -60,8 +60,8 @@
 // the pool (64 or 256 ports) in 8 interleaved pairs of runs: no cost that
 // the noise shows. Through the leaf-spine demo's 4 spines of 250 Mb/s
 // each, one port put every packet on one spine (0.14-0.23 Gb/s); a pool
-// of 64 spread them 17-34% per spine (0.38-0.67 Gb/s, as AF_XDP did in the
-// same hour) and a blackholed spine was routed around in 20-32 ms.
+// of 64 or 256 spread them 17-34% per spine (0.38-0.88 Gb/s, as AF_XDP did
+// in the same hour) and a blackholed spine was routed around in 20-32 ms.
 //
 // # DSCP and ECN
 //
