@@ -297,9 +297,10 @@ func (l *Link) Poll(timeout time.Duration) error {
 	}
 }
 
-// Close closes the socket and the send sockets. The link's buffers stay valid for packets the
-// engine still holds (they are ordinary Go memory); Receive then returns 0,
-// SubmitTx and Poll return net.ErrClosed. Close is idempotent.
+// Close closes the socket and the send sockets. The link's buffers stay
+// valid for packets the engine still holds (they are ordinary Go memory);
+// Receive then returns 0, SubmitTx and Poll return net.ErrClosed. Close is
+// idempotent.
 func (l *Link) Close() error {
 	if l.closed {
 		return nil
