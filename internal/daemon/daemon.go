@@ -180,6 +180,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		links []dataplane.Link
 		local netip.Addr
 		fi    *afxdp.Iface
+		ul    *udplink.Link // the UDP link, if that is the backend
 		why   string
 	)
 	if err := checkMTU(d.log, ic.Name, d.cfg.MTU); err != nil {
@@ -217,8 +218,11 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 				return nil, err
 			}
 		}
-		ul, err := udplink.Open(udplink.Config{Local: local, Port: uint16(d.cfg.Port),
-			MaxPayload: d.cfg.MTU - 48, DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl)})
+		uc := udplink.Config{Local: local, Port: uint16(d.cfg.Port),
+			MaxPayload: d.cfg.MTU - 48, DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl)}
+		udpSrcPortConfig(&uc, d.cfg.TransportConfig()) // udpentropy.go
+		var err error
+		ul, err = udplink.Open(uc)
 		if err != nil {
 			return nil, fmt.Errorf("interface %s: udp backend: %w", ic.Name, err)
 		}
@@ -247,6 +251,9 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		tc.Port = uint16(d.cfg.Port)
 		tc.MTU = d.cfg.MTU
 		tc.Congestion = d.cfg.Congestion
+		if ul != nil {
+			udpEntropy(&tc, ul) // udpentropy.go
+		}
 		if len(links) > 1 {
 			tc.IDMask, tc.IDTag = dataplane.IDMask(len(links)), uint32(i)
 		}
