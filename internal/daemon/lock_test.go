@@ -28,7 +28,7 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 	first := startDaemon(t, ctx, h, config.BackendUDP)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for name, sock := range map[string]string{
-		"same socket":    first.path,
+		"same socket":                first.path,
 		"same interface and address": filepath.Join(t.TempDir(), "other.sock"),
 	} {
 		cfg := config.Defaults()
