@@ -1,0 +1,205 @@
+package control_test
+
+import (
+	"context"
+	"net/netip"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/client"
+	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/apptest"
+	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
+)
+
+// stampLink is a Link that notes when the last WRITE_IMM packet left
+// (SubmitTx) and arrived (Receive), so a latency benchmark can split a
+// round trip into its hops. One clock read per data packet: test only.
+type stampLink struct {
+	dataplane.Link
+	epoch  time.Time
+	tx, rx atomic.Int64 // ns since epoch
+}
+
+func isWriteImm(p []byte) bool {
+	return len(p) >= wire.PrefixLen && p[0] == wire.Version && wire.Opcode(p[1]) == wire.OpWriteImm
+}
+
+func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
+	n := l.Link.Receive(batch)
+	for i := range batch[:n] {
+		if isWriteImm(batch[i].Payload) {
+			l.rx.Store(int64(time.Since(l.epoch)))
+		}
+	}
+	return n
+}
+
+func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
+	for i := range batch {
+		if batch[i].Len > 0 && isWriteImm(batch[i].Buf[:batch[i].Len]) {
+			l.tx.Store(int64(time.Since(l.epoch)))
+		}
+	}
+	return l.Link.SubmitTx(batch)
+}
+
+// hops are one round trip's timestamps (ns since the epoch).
+type hops struct{ postA, txA, rxB, cqB, postB, txB, rxA, cqA int64 }
+
+// BenchmarkWriteLatency is an application's WRITE round trip through the
+// client API, perftest's write-lat: application A writes (with an
+// immediate) into B's memory; B's application sees the completion and
+// writes back; A's sees that. Two daemons (engine and control server
+// each) joined by an in-memory link, two applications, all in this
+// process (GOMAXPROCS raised so that every spinning thread has a P, as
+// four processes would). Reported per round trip: p50-us and p99-us; the
+// hops' medians (a-post-to-wire-us: A's application to its engine to the
+// wire; wire-us: both link crossings; b-wire-to-app-us: B's engine to B's
+// application; b-post-to-wire-us; a-wire-to-app-us); and floor-p50-us,
+// floor-p99-us, the same link's raw round trip between two goroutines
+// spinning on it, measured in the same run.
+func BenchmarkWriteLatency(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	floor50, floor99 := memFloor(b, 20000)
+
+	a, bb := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
+	ma, mb := dataplane.NewMemPair(a, bb, 9000, 0, 7)
+	epoch := time.Now()
+	la, lb := &stampLink{Link: ma, epoch: epoch}, &stampLink{Link: mb, epoch: epoch}
+	dir := b.TempDir()
+	ha := apptest.Start(b, a, la, transport.Config{}, config.Limits{}, filepath.Join(dir, "a.sock"))
+	hb := apptest.Start(b, bb, lb, transport.Config{}, config.Limits{}, filepath.Join(dir, "b.sock"))
+	ca, cb := apptest.Dial(b, ha.Sock), apptest.Dial(b, hb.Sock)
+	const size = 64
+	ra := apptest.Region(b, ca, 4096, client.RemoteWrite)
+	rb := apptest.Region(b, cb, 4096, client.RemoteWrite)
+	qa, qb := pair(b, ca, cb, hb.Addr)
+	ns := func() int64 { return int64(time.Since(epoch)) }
+
+	n := b.N + 200 // the first 200 warm up and are not counted
+	rec := make([]hops, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	waitImm := func(q *client.QP) error {
+		var c [4]client.Completion
+		for {
+			k, err := q.WaitCQ(ctx, c[:])
+			if err != nil {
+				return err
+			}
+			got := false
+			for _, x := range c[:k] {
+				if err := x.Err(); err != nil {
+					return err
+				}
+				got = got || x.Op == client.CompRecvWriteImm
+			}
+			if got {
+				return nil
+			}
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { // B's application: answer every write
+		for i := range n {
+			if err := waitImm(qb); err != nil {
+				errc <- err
+				return
+			}
+			rec[i].cqB = ns()
+			rec[i].rxB = lb.rx.Load()
+			rec[i].postB = ns()
+			if err := qb.PostWriteImm(uint64(i), rb, 0, size, ra.Addr, ra.Key, uint32(i)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	b.ResetTimer()
+	for i := range n {
+		if i == 200 {
+			b.ResetTimer()
+		}
+		rec[i].postA = ns()
+		if err := qa.PostWriteImm(uint64(i), ra, 0, size, rb.Addr, rb.Key, uint32(i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := waitImm(qa); err != nil {
+			b.Fatal(err)
+		}
+		rec[i].cqA = ns()
+		rec[i].rxA, rec[i].txB = la.rx.Load(), lb.tx.Load()
+		rec[i].txA = la.tx.Load()
+	}
+	b.StopTimer()
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	rec = rec[200:]
+	med := func(f func(h hops) int64) (float64, float64) {
+		v := make([]float64, len(rec))
+		for i, h := range rec {
+			v[i] = float64(f(h)) / 1e3
+		}
+		slices.Sort(v)
+		return v[len(v)/2], v[min(len(v)-1, len(v)*99/100)]
+	}
+	p50, p99 := med(func(h hops) int64 { return h.cqA - h.postA })
+	b.ReportMetric(p50, "p50-us")
+	b.ReportMetric(p99, "p99-us")
+	b.ReportMetric(floor50, "floor-p50-us")
+	b.ReportMetric(floor99, "floor-p99-us")
+	m := func(name string, f func(h hops) int64) {
+		v, _ := med(f)
+		b.ReportMetric(v, name)
+	}
+	m("a-post-to-wire-us", func(h hops) int64 { return h.txA - h.postA })
+	m("wire-us", func(h hops) int64 { return h.rxB - h.txA + h.rxA - h.txB })
+	m("b-wire-to-app-us", func(h hops) int64 { return h.cqB - h.rxB })
+	m("b-post-to-wire-us", func(h hops) int64 { return h.txB - h.postB })
+	m("a-wire-to-app-us", func(h hops) int64 { return h.cqA - h.rxA })
+	b.ReportMetric(0, "ns/op")
+}
+
+// memFloor is the in-memory link's own round trip: one goroutine sends a
+// small packet and spins until the echo comes back, another spins and
+// echoes, n times; it returns the p50 and p99 in microseconds.
+func memFloor(b *testing.B, n int) (float64, float64) {
+	x, y := dataplane.NewMemPair(netip.MustParseAddr("10.8.0.1"), netip.MustParseAddr("10.8.0.2"), 2048, 0, 1)
+	echo := func(l *dataplane.MemLink, first bool, lat []float64) {
+		rx, tx := make([]dataplane.RxPacket, 1), make([]dataplane.TxPacket, 1)
+		for i := range n {
+			t0 := time.Now()
+			if first {
+				l.ReserveTx(tx)
+				tx[0].Len = 64
+				l.SubmitTx(tx)
+			}
+			for l.Receive(rx) == 0 {
+			}
+			l.Release(rx)
+			if !first {
+				l.ReserveTx(tx)
+				tx[0].Len = 64
+				l.SubmitTx(tx)
+			} else {
+				lat[i] = float64(time.Since(t0)) / 1e3
+			}
+		}
+	}
+	lat := make([]float64, n)
+	done := make(chan struct{})
+	go func() { echo(y, false, nil); close(done) }()
+	echo(x, true, lat)
+	<-done
+	slices.Sort(lat)
+	return lat[n/2], lat[n*99/100]
+}
