@@ -35,8 +35,7 @@ type QP struct {
 	sq, cq *ring.Ring
 	sqp    *ring.Producer
 	cqc    *ring.Consumer
-	sqBell *ring.Doorbell
-	cqBell *ring.Doorbell
+	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
 }
 
@@ -49,8 +48,8 @@ func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 		return nil, err
 	}
 	defer closeAll(files)
-	if len(files) != 4 {
-		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 4", ErrDaemonError, len(files))
+	if len(files) != 3 {
+		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 3", ErrDaemonError, len(files))
 	}
 	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload, spin: o.Spin}
 	if q.spin == 0 {
@@ -87,14 +86,12 @@ func (q *QP) attach(files []*os.File) error {
 	if q.sq.SlotSize() < proto.WRSize || q.cq.SlotSize() < proto.CQESize {
 		return fmt.Errorf("%w: ring slots %d/%d bytes", ErrDaemonError, q.sq.SlotSize(), q.cq.SlotSize())
 	}
-	for i, b := range []**ring.Doorbell{&q.sqBell, &q.cqBell} {
-		if fd, err = dup(files[2+i]); err != nil {
-			return err
-		}
-		if *b, err = ring.OpenDoorbell(fd); err != nil {
-			unix.Close(fd)
-			return err
-		}
+	if fd, err = dup(files[2]); err != nil {
+		return err
+	}
+	if q.bell, err = ring.OpenDoorbell(fd); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("metaroce: doorbell: %w", err)
 	}
 	q.sqp, q.cqc = q.sq.Producer(), q.cq.Consumer()
 	return nil
@@ -106,10 +103,8 @@ func (q *QP) release() {
 			r.Close()
 		}
 	}
-	for _, b := range []*ring.Doorbell{q.sqBell, q.cqBell} {
-		if b != nil {
-			b.Close()
-		}
+	if q.bell != nil {
+		q.bell.Close()
 	}
 }
 
@@ -218,7 +213,7 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 	}
 	q.sqp.Commit(n) // Commit(0) gives an unused reservation back
 	if n > 0 {
-		if _, nerr := q.sqp.Notify(q.sqBell); nerr != nil && err == nil {
+		if _, nerr := q.sqp.Notify(q.bell); nerr != nil && err == nil {
 			err = nerr
 		}
 	}
@@ -318,7 +313,7 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
 			return n, err
 		}
-		if err := q.cqc.WaitContext(wctx, q.cqBell); err != nil {
+		if err := q.cqc.WaitContext(wctx, q.bell); err != nil {
 			if q.c.goneFlag.Load() {
 				if n, _ := q.PollCQ(dst); n > 0 {
 					return n, nil
