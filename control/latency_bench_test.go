@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
@@ -18,13 +20,53 @@ import (
 	"github.com/metaroce/metaroce/wire"
 )
 
-// stampLink is a Link that notes when the last WRITE_IMM packet left
+// stampLink is a MemLink that notes when the last WRITE_IMM packet left
 // (SubmitTx) and arrived (Receive), so a latency benchmark can split a
 // round trip into its hops. One clock read per data packet: test only.
+// It also hands out transmit frames from a fixed pool, which the peer's
+// Release gives back, where MemLink allocates a frame per packet: 16
+// frames of 9000 bytes zeroed per flush cost more than the whole
+// wire hop, and the garbage collector's pauses came on top.
 type stampLink struct {
-	dataplane.Link
+	*dataplane.MemLink
 	epoch  time.Time
 	tx, rx atomic.Int64 // ns since epoch
+	pool   chan []byte  // free transmit frames
+	peer   *stampLink
+}
+
+func newStampPair(a, b netip.Addr, epoch time.Time) (*stampLink, *stampLink) {
+	ma, mb := dataplane.NewMemPair(a, b, 9000, 0, 7)
+	mk := func(m *dataplane.MemLink) *stampLink {
+		l := &stampLink{MemLink: m, epoch: epoch, pool: make(chan []byte, 256)}
+		for range cap(l.pool) {
+			l.pool <- make([]byte, 9000)
+		}
+		return l
+	}
+	x, y := mk(ma), mk(mb)
+	x.peer, y.peer = y, x
+	return x, y
+}
+
+func (l *stampLink) ReserveTx(batch []dataplane.TxPacket) int {
+	for i := range batch {
+		select {
+		case f := <-l.pool:
+			batch[i] = dataplane.TxPacket{Buf: f}
+		default:
+			return i
+		}
+	}
+	return len(batch)
+}
+
+// Release gives the frames back to the peer's pool (they are its).
+func (l *stampLink) Release(batch []dataplane.RxPacket) {
+	for i := range batch {
+		l.peer.pool <- batch[i].Payload[:cap(batch[i].Payload)]
+		batch[i].Payload = nil
+	}
 }
 
 func isWriteImm(p []byte) bool {
@@ -32,7 +74,7 @@ func isWriteImm(p []byte) bool {
 }
 
 func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
-	n := l.Link.Receive(batch)
+	n := l.MemLink.Receive(batch)
 	for i := range batch[:n] {
 		if isWriteImm(batch[i].Payload) {
 			l.rx.Store(int64(time.Since(l.epoch)))
@@ -43,11 +85,13 @@ func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
 
 func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
 	for i := range batch {
-		if batch[i].Len > 0 && isWriteImm(batch[i].Buf[:batch[i].Len]) {
+		if batch[i].Len == 0 {
+			l.pool <- batch[i].Buf
+		} else if isWriteImm(batch[i].Buf[:batch[i].Len]) {
 			l.tx.Store(int64(time.Since(l.epoch)))
 		}
 	}
-	return l.Link.SubmitTx(batch)
+	return l.MemLink.SubmitTx(batch)
 }
 
 // hops are one round trip's timestamps (ns since the epoch).
@@ -70,9 +114,8 @@ func BenchmarkWriteLatency(b *testing.B) {
 	floor50, floor99 := memFloor(b, 20000)
 
 	a, bb := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
-	ma, mb := dataplane.NewMemPair(a, bb, 9000, 0, 7)
 	epoch := time.Now()
-	la, lb := &stampLink{Link: ma, epoch: epoch}, &stampLink{Link: mb, epoch: epoch}
+	la, lb := newStampPair(a, bb, epoch)
 	dir := b.TempDir()
 	ha := apptest.Start(b, a, la, transport.Config{}, config.Limits{}, filepath.Join(dir, "a.sock"))
 	hb := apptest.Start(b, bb, lb, transport.Config{}, config.Limits{}, filepath.Join(dir, "b.sock"))
@@ -143,6 +186,11 @@ func BenchmarkWriteLatency(b *testing.B) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	for _, h := range []*apptest.Host{ha, hb} {
+		st := &h.Eng.Stats
+		b.Logf("engine %v: %d iterations, %d yields, %d sleeps, busy %v idle %v", h.Addr, st.Iterations.Load(),
+			st.Yields.Load(), st.Sleeps.Load(), time.Duration(st.BusyNanos.Load()), time.Duration(st.IdleNanos.Load()))
+	}
 	rec = rec[200:]
 	med := func(f func(h hops) int64) (float64, float64) {
 		v := make([]float64, len(rec))
@@ -170,11 +218,16 @@ func BenchmarkWriteLatency(b *testing.B) {
 }
 
 // memFloor is the in-memory link's own round trip: one goroutine sends a
-// small packet and spins until the echo comes back, another spins and
-// echoes, n times; it returns the p50 and p99 in microseconds.
+// small packet and polls until the echo comes back, another polls and
+// echoes, n times, each on its own thread and yielding the CPU between
+// empty polls as the engines do (a poller that never yields holds its
+// core for a whole time slice whenever anything else wants it); it
+// returns the p50 and p99 in microseconds.
 func memFloor(b *testing.B, n int) (float64, float64) {
-	x, y := dataplane.NewMemPair(netip.MustParseAddr("10.8.0.1"), netip.MustParseAddr("10.8.0.2"), 2048, 0, 1)
-	echo := func(l *dataplane.MemLink, first bool, lat []float64) {
+	x, y := newStampPair(netip.MustParseAddr("10.8.0.1"), netip.MustParseAddr("10.8.0.2"), time.Now())
+	echo := func(l *stampLink, first bool, lat []float64) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		rx, tx := make([]dataplane.RxPacket, 1), make([]dataplane.TxPacket, 1)
 		for i := range n {
 			t0 := time.Now()
@@ -183,7 +236,10 @@ func memFloor(b *testing.B, n int) (float64, float64) {
 				tx[0].Len = 64
 				l.SubmitTx(tx)
 			}
-			for l.Receive(rx) == 0 {
+			for k := 0; l.Receive(rx) == 0; k++ {
+				if k >= 8 {
+					unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+				}
 			}
 			l.Release(rx)
 			if !first {
