@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
@@ -72,13 +74,46 @@ func (s *Server) SetLimits(l config.Limits) { s.limits.Store(&l) }
 
 // Serve accepts sessions on ln until ctx ends or ln closes, then waits for
 // the sessions it started to be reclaimed.
+//
+// An accept that fails for want of resources (EMFILE, ENFILE, ENOBUFS,
+// ENOMEM: descriptors or memory run out, by this daemon's doing or the
+// sessions') does not end it: it backs off (5 ms, doubling to 1 s) and
+// tries again, so it accepts sessions again as soon as descriptors are
+// freed. An episode is logged twice, when it starts and when it ends,
+// with how many accepts failed; not once per failure.
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var (
+		failed  int // accepts failed in this episode
+		since   time.Time
+		backoff time.Duration
+	)
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			break
+			if ctx.Err() != nil || !acceptCanRecover(err) {
+				break
+			}
+			if failed == 0 {
+				since = time.Now()
+				s.log.Warn("control: accept failing for want of resources; retrying with backoff",
+					"socket", ln.Addr().String(), "err", err)
+			}
+			failed++
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		if failed > 0 {
+			s.log.Info("control: accepting sessions again", "socket", ln.Addr().String(),
+				"failed_accepts", failed, "after", time.Since(since).Round(time.Millisecond))
+			failed, backoff = 0, 0
 		}
 		s.wg.Add(1)
 		go func() {
@@ -87,6 +122,18 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
 		}()
 	}
 	s.wg.Wait()
+}
+
+// acceptCanRecover reports whether an accept error is a shortage that
+// freeing resources ends (or a connection that went away before it was
+// accepted), rather than a closed or broken listener.
+func acceptCanRecover(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Listen makes the control socket at path: SOCK_SEQPACKET, mode and group
