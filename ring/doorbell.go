@@ -191,12 +191,15 @@ func (d *Doorbell) wait(ctx context.Context, deadline time.Time) (bool, error) {
 		{Fd: int32(d.fd), Events: unix.POLLIN},
 		{Fd: int32(d.intr), Events: unix.POLLIN},
 	}
-	for {
+	for polled := false; ; polled = true {
 		var ts *unix.Timespec
 		if !deadline.IsZero() {
 			rem := time.Until(deadline)
 			if rem <= 0 {
-				return false, nil
+				if polled {
+					return false, nil
+				}
+				rem = 0 // a wait whose deadline has passed still looks once
 			}
 			t := unix.NsecToTimespec(int64(rem))
 			ts = &t
