@@ -38,6 +38,9 @@ type QP struct {
 	cqc    *ring.Consumer
 	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
+	// noYieldUntil: WaitCQ found the CPU contended (see yieldStall) and
+	// sleeps without yielding first until then.
+	noYieldUntil time.Time
 }
 
 // CreateQP makes a queue pair.
@@ -303,32 +306,50 @@ var SpinBeforeSleep = 500 * time.Microsecond
 // completion already on its way costs no syscall.
 const hotPolls = 8
 
+// A yield that keeps the CPU away for longer than yieldStall means it is
+// contended by a thread that does not yield back: WaitCQ then sleeps, and
+// skips the yielding for yieldBackoff (as the engine does).
+const (
+	yieldStall   = 50 * time.Microsecond
+	yieldBackoff = 50 * time.Millisecond
+)
+
 // WaitCQ blocks until at least one completion is there, ctx ends, or the
 // daemon goes, then takes up to len(dst). It polls for the queue pair's
 // Spin first (QPOptions), yielding the CPU between looks, then sleeps on
 // the doorbell.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
-	var start time.Time
+	start := time.Now()
+	last := start
 	for i := 0; ; i++ {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
 			return n, err
 		}
-		if i%32 == 0 { // the clock costs more than a poll
-			if i == 0 {
-				start = time.Now()
-			} else if q.spin >= 0 && time.Since(start) >= q.spin {
-				break
-			}
+		if i < hotPolls {
+			continue
+		}
+		// Yielding: one clock read per look, against a yield's ~300 ns.
+		t := time.Now()
+		if i > hotPolls && t.Sub(last) > yieldStall {
+			// That yield lost the CPU for long: something that does not
+			// yield back holds it, and a yielder gets it back only when
+			// that one's time slice ends, where a sleeper is woken ahead
+			// of it. Sleep now, and straight after the hot polls for a
+			// while.
+			q.noYieldUntil = t.Add(yieldBackoff)
+			break
+		}
+		if q.spin >= 0 && (t.Sub(start) >= q.spin || t.Before(q.noYieldUntil)) {
+			break
+		}
+		if i%32 == 0 {
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
-			if i >= hotPolls {
-				runtime.Gosched()
-			}
+			runtime.Gosched()
 		}
-		if i >= hotPolls {
-			yield()
-		}
+		yield()
+		last = time.Now()
 	}
 	wctx, cancel := q.c.goneCtx(ctx)
 	defer cancel()

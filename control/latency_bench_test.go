@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -15,30 +16,69 @@ import (
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/dataplane/udplink"
 	"github.com/metaroce/metaroce/internal/apptest"
 	"github.com/metaroce/metaroce/transport"
 	"github.com/metaroce/metaroce/wire"
 )
 
-// stampLink is a MemLink that notes when the last WRITE_IMM packet left
+// stampLink is a Link that notes when the last WRITE_IMM packet left
 // (SubmitTx) and arrived (Receive), so a latency benchmark can split a
 // round trip into its hops. One clock read per data packet: test only.
-// It also hands out transmit frames from a fixed pool, which the peer's
-// Release gives back, where MemLink allocates a frame per packet: 16
-// frames of 9000 bytes zeroed per flush cost more than the whole
-// wire hop, and the garbage collector's pauses came on top.
 type stampLink struct {
-	*dataplane.MemLink
+	dataplane.Link
 	epoch  time.Time
 	tx, rx atomic.Int64 // ns since epoch
-	pool   chan []byte  // free transmit frames
-	peer   *stampLink
 }
 
-func newStampPair(a, b netip.Addr, epoch time.Time) (*stampLink, *stampLink) {
+func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
+	n := l.Link.Receive(batch)
+	for i := range batch[:n] {
+		if isWriteImm(batch[i].Payload) {
+			l.rx.Store(int64(time.Since(l.epoch)))
+		}
+	}
+	return n
+}
+
+func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
+	for i := range batch {
+		if batch[i].Len > 0 && isWriteImm(batch[i].Buf[:batch[i].Len]) {
+			l.tx.Store(int64(time.Since(l.epoch)))
+		}
+	}
+	return l.Link.SubmitTx(batch)
+}
+
+// PollFD passes the link's own on, so that the engine sleeps on it as it
+// would on the bare link (stamp hides it for a link without one).
+func (l *stampLink) PollFD() (int, bool) { return l.Link.(dataplane.PollFDer).PollFD() }
+
+// stamp wraps l; the first result is what the engine gets.
+func stamp(l dataplane.Link, epoch time.Time) (dataplane.Link, *stampLink) {
+	s := &stampLink{Link: l, epoch: epoch}
+	if _, ok := l.(dataplane.PollFDer); ok {
+		return s, s
+	}
+	return struct {
+		dataplane.Link
+	}{s}, s
+}
+
+// poolLink is a MemLink that hands out transmit frames from a fixed pool,
+// which the peer's Release gives back, where MemLink allocates a frame per
+// packet: 16 frames of 9000 bytes zeroed per flush cost more than the
+// whole wire hop, and the garbage collector's pauses came on top.
+type poolLink struct {
+	*dataplane.MemLink
+	pool chan []byte // free transmit frames
+	peer *poolLink
+}
+
+func newPoolPair(a, b netip.Addr) (*poolLink, *poolLink) {
 	ma, mb := dataplane.NewMemPair(a, b, 9000, 0, 7)
-	mk := func(m *dataplane.MemLink) *stampLink {
-		l := &stampLink{MemLink: m, epoch: epoch, pool: make(chan []byte, 256)}
+	mk := func(m *dataplane.MemLink) *poolLink {
+		l := &poolLink{MemLink: m, pool: make(chan []byte, 256)}
 		for range cap(l.pool) {
 			l.pool <- make([]byte, 9000)
 		}
@@ -49,7 +89,7 @@ func newStampPair(a, b netip.Addr, epoch time.Time) (*stampLink, *stampLink) {
 	return x, y
 }
 
-func (l *stampLink) ReserveTx(batch []dataplane.TxPacket) int {
+func (l *poolLink) ReserveTx(batch []dataplane.TxPacket) int {
 	for i := range batch {
 		select {
 		case f := <-l.pool:
@@ -61,8 +101,17 @@ func (l *stampLink) ReserveTx(batch []dataplane.TxPacket) int {
 	return len(batch)
 }
 
+func (l *poolLink) SubmitTx(batch []dataplane.TxPacket) error {
+	for i := range batch {
+		if batch[i].Len == 0 {
+			l.pool <- batch[i].Buf
+		}
+	}
+	return l.MemLink.SubmitTx(batch)
+}
+
 // Release gives the frames back to the peer's pool (they are its).
-func (l *stampLink) Release(batch []dataplane.RxPacket) {
+func (l *poolLink) Release(batch []dataplane.RxPacket) {
 	for i := range batch {
 		l.peer.pool <- batch[i].Payload[:cap(batch[i].Payload)]
 		batch[i].Payload = nil
@@ -73,25 +122,29 @@ func isWriteImm(p []byte) bool {
 	return len(p) >= wire.PrefixLen && p[0] == wire.Version && wire.Opcode(p[1]) == wire.OpWriteImm
 }
 
-func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
-	n := l.MemLink.Receive(batch)
-	for i := range batch[:n] {
-		if isWriteImm(batch[i].Payload) {
-			l.rx.Store(int64(time.Since(l.epoch)))
-		}
+// linkPair makes the two links a latency run uses: "mem", the in-memory
+// twin (with pooled frames), or "udp", UDP sockets on loopback
+// (127.0.0.1 and 127.0.0.2), which puts the kernel's stack and a real
+// descriptor to sleep on in the path.
+func linkPair(b *testing.B, kind string) (x, y dataplane.Link, a, bb netip.Addr, cfg transport.Config) {
+	switch kind {
+	case "mem":
+		a, bb = netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
+		pa, pb := newPoolPair(a, bb)
+		return pa, pb, a, bb, transport.Config{}
 	}
-	return n
-}
-
-func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
-	for i := range batch {
-		if batch[i].Len == 0 {
-			l.pool <- batch[i].Buf
-		} else if isWriteImm(batch[i].Buf[:batch[i].Len]) {
-			l.tx.Store(int64(time.Since(l.epoch)))
+	a, bb = netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	port := uint16(20000 + rand.IntN(20000))
+	var ls [2]dataplane.Link
+	for i, addr := range []netip.Addr{a, bb} {
+		l, err := udplink.Open(udplink.Config{Local: addr, Port: port})
+		if err != nil {
+			b.Fatal(err)
 		}
+		b.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
-	return l.MemLink.SubmitTx(batch)
+	return ls[0], ls[1], a, bb, transport.Config{Port: port}
 }
 
 // hops are one round trip's timestamps (ns since the epoch).
@@ -111,14 +164,22 @@ type hops struct{ postA, txA, rxB, cqB, postB, txB, rxA, cqA int64 }
 // spinning on it, measured in the same run.
 func BenchmarkWriteLatency(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
-	floor50, floor99 := memFloor(b, 20000)
+	for _, kind := range []string{"mem", "udp"} {
+		b.Run(kind, func(b *testing.B) { writeLatency(b, kind) })
+	}
+}
 
-	a, bb := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
+func writeLatency(b *testing.B, kind string) {
+	fx, fy, fa, _, _ := linkPair(b, kind)
+	floor50, floor99 := linkFloor(fx, fy, fa, 20000)
+
+	x, y, a, bb, cfg := linkPair(b, kind)
 	epoch := time.Now()
-	la, lb := newStampPair(a, bb, epoch)
+	sx, la := stamp(x, epoch)
+	sy, lb := stamp(y, epoch)
 	dir := b.TempDir()
-	ha := apptest.Start(b, a, la, transport.Config{}, config.Limits{}, filepath.Join(dir, "a.sock"))
-	hb := apptest.Start(b, bb, lb, transport.Config{}, config.Limits{}, filepath.Join(dir, "b.sock"))
+	ha := apptest.Start(b, a, sx, cfg, config.Limits{}, filepath.Join(dir, "a.sock"))
+	hb := apptest.Start(b, bb, sy, cfg, config.Limits{}, filepath.Join(dir, "b.sock"))
 	ca, cb := apptest.Dial(b, ha.Sock), apptest.Dial(b, hb.Sock)
 	const size = 64
 	ra := apptest.Region(b, ca, 4096, client.RemoteWrite)
@@ -217,24 +278,31 @@ func BenchmarkWriteLatency(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// memFloor is the in-memory link's own round trip: one goroutine sends a
-// small packet and polls until the echo comes back, another polls and
-// echoes, n times, each on its own thread and yielding the CPU between
-// empty polls as the engines do (a poller that never yields holds its
-// core for a whole time slice whenever anything else wants it); it
-// returns the p50 and p99 in microseconds.
-func memFloor(b *testing.B, n int) (float64, float64) {
-	x, y := newStampPair(netip.MustParseAddr("10.8.0.1"), netip.MustParseAddr("10.8.0.2"), time.Now())
-	echo := func(l *stampLink, first bool, lat []float64) {
+// linkFloor is the links' own round trip: one goroutine sends a small
+// packet and polls until the echo comes back, another polls and echoes,
+// n times, each on its own thread and yielding the CPU between empty
+// polls as the engines do (a poller that never yields holds its core for
+// a whole time slice whenever anything else wants it); it returns the p50
+// and p99 in microseconds.
+func linkFloor(x, y dataplane.Link, xAddr netip.Addr, n int) (float64, float64) {
+	yAddr := netip.MustParseAddr("127.0.0.2")
+	if !xAddr.IsLoopback() {
+		yAddr = netip.MustParseAddr("10.9.0.2")
+	}
+	echo := func(l dataplane.Link, first bool, dst netip.Addr, lat []float64) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		rx, tx := make([]dataplane.RxPacket, 1), make([]dataplane.TxPacket, 1)
+		send := func() {
+			for l.ReserveTx(tx) == 0 {
+			}
+			tx[0].Len, tx[0].Dst, tx[0].SrcPort = 64, dst, 50000
+			l.SubmitTx(tx)
+		}
 		for i := range n {
 			t0 := time.Now()
 			if first {
-				l.ReserveTx(tx)
-				tx[0].Len = 64
-				l.SubmitTx(tx)
+				send()
 			}
 			for k := 0; l.Receive(rx) == 0; k++ {
 				if k >= 8 {
@@ -243,9 +311,7 @@ func memFloor(b *testing.B, n int) (float64, float64) {
 			}
 			l.Release(rx)
 			if !first {
-				l.ReserveTx(tx)
-				tx[0].Len = 64
-				l.SubmitTx(tx)
+				send()
 			} else {
 				lat[i] = float64(time.Since(t0)) / 1e3
 			}
@@ -253,8 +319,8 @@ func memFloor(b *testing.B, n int) (float64, float64) {
 	}
 	lat := make([]float64, n)
 	done := make(chan struct{})
-	go func() { echo(y, false, nil); close(done) }()
-	echo(x, true, lat)
+	go func() { echo(y, false, xAddr, nil); close(done) }()
+	echo(x, true, yAddr, lat)
 	<-done
 	slices.Sort(lat)
 	return lat[n/2], lat[n*99/100]

@@ -55,6 +55,7 @@ type EngineConfig struct {
 type EngineStats struct {
 	Iterations, Sleeps   atomic.Uint64
 	Yields               atomic.Uint64 // idle iterations that yielded the CPU
+	YieldStalls          atomic.Uint64 // yields that lost the CPU for long: yielding paused
 	RxPackets, TxPackets atomic.Uint64
 	RxBatches, TxBatches atomic.Uint64
 	TxShort              atomic.Uint64 // transport had more to send than the link had room
@@ -171,7 +172,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	idle := 0
 	last := time.Now()
 	lastWork := last
-	busy := false // what the previous iteration was, for the time accounting
+	busy := false    // what the previous iteration was, for the time accounting
+	yielded := false // the previous iteration ended in a yield
+	var noYieldUntil time.Time
 	for {
 		if idle == 0 || idle%64 == 0 {
 			if ctx.Err() != nil {
@@ -181,16 +184,28 @@ func (e *Engine) Run(ctx context.Context) error {
 		// The loop's one clock read: it times this iteration's work and
 		// charges the time since the previous read to what that one was.
 		t := time.Now()
-		if el := uint64(t.Sub(last)); busy {
-			e.Stats.BusyNanos.Add(el)
+		el := t.Sub(last)
+		if busy {
+			e.Stats.BusyNanos.Add(uint64(el))
 		} else {
-			e.Stats.IdleNanos.Add(el)
+			e.Stats.IdleNanos.Add(uint64(el))
 		}
 		last = t
 		now := transport.Time(t.Sub(e.epoch))
 		work := e.iterate(now)
 		busy = work
 		e.Stats.Iterations.Add(1)
+		if yielded && el > yieldStall {
+			// The last yield gave the CPU away for a long time: a thread
+			// that does not yield back (another process's, or real work)
+			// holds it, and a yielder only gets the CPU back when that
+			// one's time slice ends (the scheduler pushes a yielder's
+			// deadline back a slice), where a sleeper is woken ahead of it.
+			// Sleep between bursts for a while instead.
+			noYieldUntil = t.Add(yieldBackoff)
+			e.Stats.YieldStalls.Add(1)
+		}
+		yielded = false
 		if work {
 			idle = 0
 			lastWork = t
@@ -201,7 +216,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if idle < e.cfg.SpinIterations && quiet < e.cfg.SpinTime {
 			continue // hot spin: the next packet or request is nanoseconds away
 		}
-		if quiet < e.cfg.YieldTime {
+		if quiet < e.cfg.YieldTime && t.After(noYieldUntil) {
 			// Work is expected (there was some a moment ago): keep
 			// polling, but let whatever else wants this CPU (the
 			// application, the other daemon, the peer engine) run first.
@@ -209,6 +224,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			// wake-up costs tens.
 			e.Stats.Yields.Add(1)
 			yield()
+			yielded = true
 			continue
 		}
 		sleep := e.cfg.MaxSleep
@@ -225,6 +241,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// A yield that keeps the CPU away for longer than yieldStall means the
+// CPU is contended by something that does not yield back; the engine then
+// stops yielding (it sleeps straight after the hot spin) for yieldBackoff
+// and tries again after. Cooperative peers hand the CPU back within a few
+// microseconds; a time slice is a millisecond or more.
+const (
+	yieldStall   = 50 * time.Microsecond
+	yieldBackoff = 50 * time.Millisecond
+)
 
 // yield gives the CPU to any other runnable thread (sched_yield), and
 // comes back at once if there is none. The engine's thread is locked to

@@ -3,9 +3,12 @@ package dataplane_test
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/gentest"
@@ -107,5 +110,41 @@ func TestNoYield(t *testing.T) {
 	e.Run(ctx)
 	if y, sl := e.Stats.Yields.Load(), e.Stats.Sleeps.Load(); y != 0 || sl == 0 {
 		t.Fatalf("%d yields, %d sleeps; want none and some", y, sl)
+	}
+}
+
+// TestYieldStallSleeps: when a thread that never yields shares the
+// engine's CPU, a yield loses the CPU for that thread's whole time slice;
+// the engine notices, counts it, and stops yielding (it sleeps between
+// bursts instead, where the scheduler wakes it ahead of the hog).
+func TestYieldStallSleeps(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	la, _ := dataplane.NewMemPair(a, b, 2048, 0, 1)
+	ep, _ := transport.NewEndpoint(transport.Config{}, a)
+	e := dataplane.NewEngine(dataplane.EngineConfig{CPU: 0, PinSet: true, YieldTime: time.Hour}, la, ep, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	hogReady := make(chan struct{})
+	go func() { // a thread on CPU 0 that never yields
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var set unix.CPUSet
+		set.Set(0)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			t.Error(err)
+		}
+		close(hogReady)
+		for ctx.Err() == nil {
+		}
+	}()
+	<-hogReady
+	e.Run(ctx)
+	y, st, sl := e.Stats.Yields.Load(), e.Stats.YieldStalls.Load(), e.Stats.Sleeps.Load()
+	t.Logf("%d yields, %d stalls, %d sleeps", y, st, sl)
+	if st == 0 {
+		t.Fatal("no yield stalled with a hog on the engine's CPU")
+	}
+	if sl == 0 {
+		t.Fatal("the engine never slept though its yields stalled (YieldTime is an hour)")
 	}
 }
