@@ -86,7 +86,7 @@ type Engine struct {
 	now    transport.Time
 	lastTx int // packets the last TX batch carried (sizes the next reservation)
 
-	// Sleeping on the link and a Sleeper driver's eventfd (sleep).
+	// Sleeping on the link and a Sleeper driver's wake-up descriptor (sleep).
 	pfds [2]unix.PollFd
 	pts  unix.Timespec
 
@@ -262,12 +262,16 @@ func yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 var errInterrupted = errors.New("interrupted")
 
 // Sleeper is a Driver with a wake-up source of its own: applications'
-// send queues, say, whose producers ring one eventfd when the engine asked
+// send queues, say, whose producers ring a doorbell when the engine asked
 // to be woken (ring's need-wakeup protocol). Before the engine sleeps it
 // calls PrepareSleep, which arms the driver's queues and reports false if
 // work arrived meanwhile (the engine then goes round again); it sleeps on
 // the link and on WakeFD together; afterwards it calls Woke, which clears
-// the eventfd and disarms the queues.
+// what rang and disarms the queues. The engine only polls WakeFD, never
+// reads or writes it; a driver whose wake-ups come from applications
+// must make it a descriptor no application holds (control's driver uses
+// an epoll set of the daemon's ends of its queue pairs' doorbells), and
+// Woke must not block whatever the applications do.
 type Sleeper interface {
 	Driver
 	PrepareSleep() bool
@@ -276,7 +280,7 @@ type Sleeper interface {
 }
 
 // PollFDer is a Link whose readiness one descriptor shows, so the engine
-// can sleep on it and a driver's eventfd in one ppoll. ready reports
+// can sleep on it and a driver's wake-up descriptor in one ppoll. ready reports
 // packets the link already holds (Poll would return at once): the engine
 // then does not sleep.
 type PollFDer interface {
@@ -284,12 +288,12 @@ type PollFDer interface {
 }
 
 // wakeFallback bounds a sleep on a link that cannot be polled beside a
-// driver's eventfd (the in-memory link): the driver's work then waits
+// driver's wake-up descriptor (the in-memory link): the driver's work then waits
 // for the timeout instead of a wakeup.
 const wakeFallback = 50 * time.Microsecond
 
 // sleep blocks for at most d, on the link and, for a Sleeper driver, on
-// its eventfd.
+// its wake-up descriptor.
 func (e *Engine) sleep(d time.Duration) error {
 	s, ok := e.driver.(Sleeper)
 	if !ok {
