@@ -138,36 +138,16 @@ func (a *attacker) post(t *testing.T, wrid uint64) {
 	c.Arm()
 }
 
-// TestHostileDoorbells is issue 22's findings 1 and 2. An attacker
-// session clears O_NONBLOCK on the doorbell descriptor it was given,
-// shrinks its receive buffer, keeps its completion queue's wake-up flag
-// armed and posts, so that the engine rings it until its queue is full
-// (with the old eventfd doorbell: fill the counter, arm, post one
-// request, and the engine's write blocks for good); and it floods the
-// engine's end of its doorbell and leaves it in blocking mode (with the
-// old shared send-queue eventfd: one fcntl made the engine's read block
-// after its next sleep). Meanwhile a victim session's stream of WRITEs,
-// with pauses that let the engine sleep and be woken, keeps completing
-// byte-exact; a new session, status requests and new queue pairs are
-// served; and the daemon stops when told to.
-func TestHostileDoorbells(t *testing.T) {
-	ha, hb := newHosts(t, 0, config.Limits{})
-	a := newAttacker(t, ha, hb)
-
-	// Finding 2: blocking mode on the descriptor, and its queue toward
-	// the engine flooded.
+// fillCQBell is finding 1 of issue 22, on the attacker's doorbell end:
+// blocking mode, a receive buffer as small as it goes, never read, the
+// completion queue's wake-up flag kept armed and requests posted, so that
+// the engine rings it until its queue is full. (With the old eventfd
+// doorbell: fill the counter, arm, post one request, and the engine's
+// write blocked for good.)
+func (a *attacker) fillCQBell(t *testing.T) {
 	if _, err := unix.FcntlInt(uintptr(a.bell), unix.F_SETFL, 0); err != nil {
 		t.Fatal(err)
 	}
-	flooded := 0
-	for {
-		if err := unix.Sendto(a.bell, []byte{1}, unix.MSG_DONTWAIT, nil); err != nil {
-			break
-		}
-		flooded++
-	}
-	// Finding 1: a receive buffer as small as it goes, never read, and
-	// the engine made to ring it over and over.
 	if err := unix.SetsockoptInt(a.bell, unix.SOL_SOCKET, unix.SO_RCVBUF, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +166,44 @@ func TestHostileDoorbells(t *testing.T) {
 	if fl, err := unix.FcntlInt(uintptr(a.bell), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
 		t.Fatalf("attacker's doorbell flags %#x, %v: want blocking mode", fl, err)
 	}
-	if n, err := unix.IoctlGetInt(a.bell, unix.SIOCINQ); err != nil || n == 0 {
-		t.Fatalf("attacker's doorbell holds %d bytes (%v): the engine never rang it", n, err)
-	}
-	t.Logf("attacker flooded the engine's end with %d rings", flooded)
+}
 
-	// The attacker keeps at it (a request now and then, rings, flag
-	// armed) while the victim works.
+// floodSQBell is finding 2: blocking mode on the descriptor the
+// application rings the engine through (with the old design one eventfd
+// every session of the engine shared, whose flags one fcntl changed for
+// all), and the engine's end flooded with rings. It returns how many.
+func (a *attacker) floodSQBell(t *testing.T) int {
+	if _, err := unix.FcntlInt(uintptr(a.bell), unix.F_SETFL, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for unix.Sendto(a.bell, []byte{1}, unix.MSG_DONTWAIT, nil) == nil {
+		n++
+	}
+	if n == 0 {
+		t.Fatal("the attacker could not ring the engine's end")
+	}
+	return n
+}
+
+// queuedRings drains and counts the rings waiting at the attacker's end.
+func (a *attacker) queuedRings() int {
+	rings := 0
+	var b [8]byte
+	for {
+		if _, _, err := unix.Recvfrom(a.bell, b[:], unix.MSG_DONTWAIT); err != nil {
+			return rings
+		}
+		rings++
+	}
+}
+
+// victimRuns checks that, while the attacker keeps at it (a request, a
+// ring to the engine, its flag armed, every 3 ms), a victim session's
+// WRITEs complete byte-exact, with pauses that let the engine sleep and
+// be woken; that a new session, status requests and new queue pairs are
+// served; and that the daemon stops when told to.
+func victimRuns(t *testing.T, ha, hb *apptest.Host, a *attacker) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var posted atomic.Int64
@@ -217,6 +228,7 @@ func TestHostileDoorbells(t *testing.T) {
 	src := apptest.Region(t, cv, n, 0)
 	dst := apptest.Region(t, cb, n, client.RemoteWrite)
 	qv, _ := pair(t, cv, cb, hb.Addr)
+	sleeps := ha.Eng.Stats.Sleeps.Load()
 	for i := range 60 {
 		fill(src.Bytes(), uint64(i))
 		if err := qv.PostWrite(uint64(i), src, 0, n, dst.Addr, dst.Key); err != nil {
@@ -233,10 +245,9 @@ func TestHostileDoorbells(t *testing.T) {
 	if posted.Load() == 0 {
 		t.Fatal("the attacker never posted during the victim's run")
 	}
-	if ha.Eng.Stats.Sleeps.Load() == 0 {
-		t.Fatal("the engine never slept: its wake-up path went untested")
+	if ha.Eng.Stats.Sleeps.Load() == sleeps {
+		t.Fatal("the engine never slept during the victim's run: its wake-up path went untested")
 	}
-	// The control side still serves everyone.
 	if _, err := cv.Session(); err != nil {
 		t.Fatal(err)
 	}
@@ -251,19 +262,46 @@ func TestHostileDoorbells(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the daemon did not stop")
 	}
-	// The attack did fill the attacker's end: count what the engine
-	// queued there (far more than one ring: it kept ringing a full,
-	// blocking end and never blocked).
-	rings := 0
-	var b [8]byte
-	for {
-		if _, _, err := unix.Recvfrom(a.bell, b[:], unix.MSG_DONTWAIT); err != nil {
-			break
-		}
-		rings++
-	}
+}
+
+// TestHostileCQDoorbell is issue 22's finding 1: an attacker session
+// leaves the doorbell end it was given in blocking mode with a full
+// queue, and has the engine keep ringing it; the engine never blocks,
+// and a victim session's stream keeps working.
+func TestHostileCQDoorbell(t *testing.T) {
+	ha, hb := newHosts(t, 0, config.Limits{})
+	a := newAttacker(t, ha, hb)
+	a.fillCQBell(t)
+	victimRuns(t, ha, hb, a)
+	// The attack did fill the attacker's end: the engine kept ringing a
+	// full end in blocking mode and never blocked.
+	rings := a.queuedRings()
 	t.Logf("the engine's rings queued at the attacker's end: %d", rings)
 	if rings < 200 {
 		t.Errorf("only %d rings queued at the attacker's end: its queue never filled, the attack was not made", rings)
 	}
+}
+
+// TestHostileSQDoorbell is issue 22's finding 2: an attacker session
+// clears O_NONBLOCK on the descriptor it rings the engine through and
+// floods the engine's end; its doorbell is its own queue pair's (another
+// session's is another socket), the engine's reads of its end cannot
+// block, and a victim session's stream, through engine sleeps and
+// wake-ups, keeps working.
+func TestHostileSQDoorbell(t *testing.T) {
+	ha, hb := newHosts(t, 0, config.Limits{})
+	a := newAttacker(t, ha, hb)
+	other := newAttacker(t, ha, hb)
+	var sa, so unix.Stat_t
+	if err := unix.Fstat(a.bell, &sa); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(other.bell, &so); err != nil {
+		t.Fatal(err)
+	}
+	if sa.Ino == so.Ino {
+		t.Fatal("two sessions' queue pairs were given the same doorbell")
+	}
+	t.Logf("attacker flooded the engine's end with %d rings", a.floodSQBell(t))
+	victimRuns(t, ha, hb, a)
 }
