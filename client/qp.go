@@ -330,12 +330,12 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		}
 		// Yielding: one clock read per look, against a yield's ~300 ns.
 		t := time.Now()
-		if i > hotPolls && t.Sub(last) > yieldStall {
+		if q.spin >= 0 && i > hotPolls && t.Sub(last) > yieldStall {
 			// That yield lost the CPU for long: something that does not
 			// yield back holds it, and a yielder gets it back only when
 			// that one's time slice ends, where a sleeper is woken ahead
 			// of it. Sleep now, and straight after the hot polls for a
-			// while.
+			// while. (A negative Spin never sleeps: it keeps yielding.)
 			q.noYieldUntil = t.Add(yieldBackoff)
 			break
 		}
@@ -348,8 +348,8 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 			}
 			runtime.Gosched()
 		}
+		last = t
 		yield()
-		last = time.Now()
 	}
 	wctx, cancel := q.c.goneCtx(ctx)
 	defer cancel()
