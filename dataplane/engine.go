@@ -28,7 +28,7 @@ type Driver interface {
 type EngineConfig struct {
 	Batch int // packets per RX/TX batch (default 64)
 	// SpinIterations and SpinTime bound the hot spin: idle iterations
-	// that poll without giving up the CPU (default 64, and 10 us).
+	// that poll without giving up the CPU (default 8, and 10 us).
 	SpinIterations int
 	SpinTime       time.Duration
 	// YieldTime is how long after its last work the engine keeps
