@@ -154,14 +154,17 @@ type hops struct{ postA, txA, rxB, cqB, postB, txB, rxA, cqA int64 }
 // client API, perftest's write-lat: application A writes (with an
 // immediate) into B's memory; B's application sees the completion and
 // writes back; A's sees that. Two daemons (engine and control server
-// each) joined by an in-memory link, two applications, all in this
-// process (GOMAXPROCS raised so that every spinning thread has a P, as
-// four processes would). Reported per round trip: p50-us and p99-us; the
-// hops' medians (a-post-to-wire-us: A's application to its engine to the
-// wire; wire-us: both link crossings; b-wire-to-app-us: B's engine to B's
-// application; b-post-to-wire-us; a-wire-to-app-us); and floor-p50-us,
-// floor-p99-us, the same link's raw round trip between two goroutines
-// spinning on it, measured in the same run.
+// each) and two applications, all in this process (GOMAXPROCS raised so
+// that every polling thread has a P, as four processes would), joined by
+// "mem", the in-memory link, or "udp", UDP sockets on loopback. Reported
+// per round trip: p50-us and p99-us; the hops' medians (a-post-to-wire-us:
+// A's application to its engine to the wire; wire-us: both link
+// crossings, the receiving engine's pick-up included; b-wire-to-app-us:
+// B's engine to B's application; b-post-to-wire-us; a-wire-to-app-us);
+// floor-p50-us and floor-p99-us, the same kind of link's raw round trip
+// between two threads polling it, measured in the same run; and how often
+// the engines slept or found the CPU taken (engine-sleeps/op,
+// yield-stalls/op). ns/op is reported as 0: the round trip is p50-us.
 func BenchmarkWriteLatency(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	for _, kind := range []string{"mem", "udp"} {
@@ -247,11 +250,16 @@ func writeLatency(b *testing.B, kind string) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	var stalls, sleeps uint64
 	for _, h := range []*apptest.Host{ha, hb} {
 		st := &h.Eng.Stats
-		b.Logf("engine %v: %d iterations, %d yields, %d sleeps, busy %v idle %v", h.Addr, st.Iterations.Load(),
-			st.Yields.Load(), st.Sleeps.Load(), time.Duration(st.BusyNanos.Load()), time.Duration(st.IdleNanos.Load()))
+		stalls += st.YieldStalls.Load()
+		sleeps += st.Sleeps.Load()
 	}
+	// Per round trip, both engines: how often they slept, and how often a
+	// yield lost the CPU for long (a busy machine: see dataplane's doc).
+	b.ReportMetric(float64(sleeps)/float64(n), "engine-sleeps/op")
+	b.ReportMetric(float64(stalls)/float64(n), "yield-stalls/op")
 	rec = rec[200:]
 	med := func(f func(h hops) int64) (float64, float64) {
 		v := make([]float64, len(rec))
