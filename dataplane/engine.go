@@ -255,9 +255,11 @@ const (
 // yield gives the CPU to any other runnable thread (sched_yield), and
 // comes back at once if there is none. The engine's thread is locked to
 // its goroutine, so runtime.Gosched would park the thread and hand its P
-// around, a futex wake-up away from coming back: the raw syscall keeps
-// the thread and its P.
-func yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// around, a futex wake-up away from coming back; the syscall keeps the
+// thread, and, being an ordinary (not raw) one, lets the runtime give the
+// P to the daemon's other goroutines if the yield lasts (other threads
+// ran meanwhile).
+func yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 var errInterrupted = errors.New("interrupted")
 
