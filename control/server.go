@@ -125,10 +125,11 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
 }
 
 // acceptCanRecover reports whether an accept error is a shortage that
-// freeing resources ends (or a connection that went away before it was
-// accepted), rather than a closed or broken listener.
+// freeing resources ends, rather than a closed or broken listener. (A
+// connection aborted before it was accepted, ECONNABORTED, the net
+// package retries itself.)
 func acceptCanRecover(err error) bool {
-	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED} {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM} {
 		if errors.Is(err, e) {
 			return true
 		}
