@@ -38,9 +38,7 @@ type QP struct {
 	cqc    *ring.Consumer
 	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
-	// noYieldUntil: WaitCQ found the CPU contended (see yieldStall) and
-	// sleeps without yielding first until then.
-	noYieldUntil time.Time
+	gate   ring.YieldGate // whether WaitCQ yield-polls or sleeps at once
 }
 
 // CreateQP makes a queue pair.
@@ -306,23 +304,19 @@ var SpinBeforeSleep = 500 * time.Microsecond
 // completion already on its way costs no syscall.
 const hotPolls = 8
 
-// A yield that keeps the CPU away for longer than yieldStall means it is
-// contended by a thread that does not yield back: WaitCQ then sleeps, and
-// skips the yielding for yieldBackoff (as the engine does).
-const (
-	yieldStall   = 50 * time.Microsecond
-	yieldBackoff = 50 * time.Millisecond
-)
-
 // WaitCQ blocks until at least one completion is there, ctx ends, or the
 // daemon goes, then takes up to len(dst). It polls for the queue pair's
 // Spin first (QPOptions), yielding the CPU between looks, then sleeps on
-// the doorbell.
+// the doorbell. It sleeps at once instead when its yields have been losing
+// the CPU for long (a thread that does not yield shares it: see
+// ring.YieldGate), and stops yielding as soon as one does.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
-	start := time.Now()
-	last := start
+	var start, last time.Time
 	for i := 0; ; i++ {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
+			if i > hotPolls {
+				q.gate.Done()
+			}
 			return n, err
 		}
 		if i < hotPolls {
@@ -330,20 +324,26 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		}
 		// Yielding: one clock read per look, against a yield's ~300 ns.
 		t := time.Now()
-		if q.spin >= 0 && i > hotPolls && t.Sub(last) > yieldStall {
-			// That yield lost the CPU for long: something that does not
+		if i == hotPolls {
+			start = t
+			if !q.gate.Start() && q.spin >= 0 {
+				break // yields have been stalling: sleep (see ring.YieldGate)
+			}
+		} else if q.spin >= 0 && t.Sub(last) > ring.YieldStall {
+			// That yield lost the CPU for long: a thread that does not
 			// yield back holds it, and a yielder gets it back only when
 			// that one's time slice ends, where a sleeper is woken ahead
-			// of it. Sleep now, and straight after the hot polls for a
-			// while. (A negative Spin never sleeps: it keeps yielding.)
-			q.noYieldUntil = t.Add(yieldBackoff)
+			// of it. Sleep now. (A negative Spin never sleeps.)
+			q.gate.Stalled()
 			break
 		}
-		if q.spin >= 0 && (t.Sub(start) >= q.spin || t.Before(q.noYieldUntil)) {
+		if q.spin >= 0 && t.Sub(start) >= q.spin {
+			q.gate.Done()
 			break
 		}
 		if i%32 == 0 {
 			if err := ctx.Err(); err != nil {
+				q.gate.Done()
 				return 0, err
 			}
 			runtime.Gosched()

@@ -21,9 +21,11 @@
 // back as soon as the others stop, where each sleeping hop of a round trip
 // costs a wake-up (~36 us on a VM whose idle vCPU halts). That holds while
 // what shares the core yields too: a yield that loses the CPU for long
-// (over 50 us: a thread that does not yield holds it, and the scheduler
-// pushes a yielder back a whole time slice, where it wakes a sleeper
-// ahead) makes the engine skip the yielding phase for 50 ms. After that it
+// (over ring.YieldStall: a thread that does not yield holds it, and the
+// scheduler pushes a yielder back a whole time slice, where it wakes a
+// sleeper ahead) ends the yielding for that gap, and while most gaps' yields
+// stall the engine sleeps straight after the hot spin (ring.YieldGate,
+// which probes one gap in 16). After that it
 // blocks in Link.Poll (and, for a Sleeper driver, on its wake-up
 // descriptor) until a packet may have arrived, the next transport timer,
 // or MaxSleep, whichever is first. An idle engine therefore costs no CPU

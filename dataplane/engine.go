@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/metaroce/metaroce/ring"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -174,7 +175,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	lastWork := last
 	busy := false    // what the previous iteration was, for the time accounting
 	yielded := false // the previous iteration ended in a yield
-	var noYieldUntil time.Time
+	inGap := false   // idle past the hot spin since the last work
+	var gate ring.YieldGate
 	for {
 		if idle == 0 || idle%64 == 0 {
 			if ctx.Err() != nil {
@@ -195,20 +197,21 @@ func (e *Engine) Run(ctx context.Context) error {
 		work := e.iterate(now)
 		busy = work
 		e.Stats.Iterations.Add(1)
-		if yielded && el > yieldStall {
-			// The last yield gave the CPU away for a long time: a thread
-			// that does not yield back (another process's, or real work)
-			// holds it, and a yielder only gets the CPU back when that
-			// one's time slice ends (the scheduler pushes a yielder's
-			// deadline back a slice), where a sleeper is woken ahead of it.
-			// Sleep between bursts for a while instead.
-			noYieldUntil = t.Add(yieldBackoff)
+		if yielded && el > ring.YieldStall {
+			// The last yield gave the CPU away for long: a thread that
+			// does not yield back holds it (see ring.YieldGate). Sleep for
+			// the rest of this gap, and between bursts while that is so.
+			gate.Stalled()
 			e.Stats.YieldStalls.Add(1)
 		}
 		yielded = false
 		if work {
 			idle = 0
 			lastWork = t
+			if inGap {
+				gate.Done()
+				inGap = false
+			}
 			continue
 		}
 		idle++
@@ -216,16 +219,22 @@ func (e *Engine) Run(ctx context.Context) error {
 		if idle < e.cfg.SpinIterations && quiet < e.cfg.SpinTime {
 			continue // hot spin: the next packet or request is nanoseconds away
 		}
-		if quiet < e.cfg.YieldTime && t.After(noYieldUntil) {
-			// Work is expected (there was some a moment ago): keep
-			// polling, but let whatever else wants this CPU (the
-			// application, the other daemon, the peer engine) run first.
-			// A hand-off this way costs about a microsecond; a sleep's
-			// wake-up costs tens.
-			e.Stats.Yields.Add(1)
-			yield()
-			yielded = true
-			continue
+		if quiet < e.cfg.YieldTime {
+			if !inGap {
+				inGap = true
+				gate.Start()
+			}
+			if gate.Yield() {
+				// Work is expected (there was some a moment ago): keep
+				// polling, but let whatever else wants this CPU (the
+				// application, the other daemon, the peer engine) run
+				// first. A hand-off this way costs about a microsecond; a
+				// sleep's wake-up costs tens.
+				e.Stats.Yields.Add(1)
+				yield()
+				yielded = true
+				continue
+			}
 		}
 		sleep := e.cfg.MaxSleep
 		if next := e.ep.NextTimeout(); next != transport.Never {
@@ -241,16 +250,6 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
-
-// A yield that keeps the CPU away for longer than yieldStall means the
-// CPU is contended by something that does not yield back; the engine then
-// stops yielding (it sleeps straight after the hot spin) for yieldBackoff
-// and tries again after. Cooperative peers hand the CPU back within a few
-// microseconds; a time slice is a millisecond or more.
-const (
-	yieldStall   = 50 * time.Microsecond
-	yieldBackoff = 50 * time.Millisecond
-)
 
 // yield gives the CPU to any other runnable thread (sched_yield), and
 // comes back at once if there is none. The engine's thread is locked to

@@ -115,8 +115,9 @@ func TestNoYield(t *testing.T) {
 
 // TestYieldStallSleeps: when a thread that never yields shares the
 // engine's CPU, a yield loses the CPU for that thread's whole time slice;
-// the engine notices, counts it, and stops yielding (it sleeps between
-// bursts instead, where the scheduler wakes it ahead of the hog).
+// the engine notices, counts it, and sleeps for the rest of the gap (where
+// the scheduler wakes it ahead of the hog) though its YieldTime is an hour.
+// (ring.YieldGate's test covers the waits after.)
 func TestYieldStallSleeps(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	la, _ := dataplane.NewMemPair(a, b, 2048, 0, 1)
