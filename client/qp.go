@@ -347,6 +347,7 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 				return 0, err
 			}
 			runtime.Gosched()
+			t = time.Now() // a stall is the yield's alone, not other goroutines' turn
 		}
 		last = t
 		yield()
