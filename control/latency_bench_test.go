@@ -250,12 +250,14 @@ func writeLatency(b *testing.B, kind string) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
-	var stalls, sleeps uint64
+	var stalls, sleeps, handoffs uint64
 	for _, h := range []*apptest.Host{ha, hb} {
 		st := &h.Eng.Stats
 		stalls += st.YieldStalls.Load()
 		sleeps += st.Sleeps.Load()
+		handoffs += st.Handoffs.Load()
 	}
+	b.ReportMetric(float64(handoffs)/float64(n), "engine-handoffs/op")
 	// Per round trip, both engines: how often they slept, and how often a
 	// yield lost the CPU for long (a busy machine: see dataplane's doc).
 	b.ReportMetric(float64(sleeps)/float64(n), "engine-sleeps/op")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,7 @@ type EngineStats struct {
 	Iterations, Sleeps   atomic.Uint64
 	Yields               atomic.Uint64 // idle iterations that yielded the CPU
 	YieldStalls          atomic.Uint64 // yields that lost the CPU for long: yielding paused
+	Handoffs             atomic.Uint64 // yields that handed the P to the process's goroutines
 	RxPackets, TxPackets atomic.Uint64
 	RxBatches, TxBatches atomic.Uint64
 	TxShort              atomic.Uint64 // transport had more to send than the link had room
@@ -87,6 +89,11 @@ type Engine struct {
 	now    transport.Time
 	lastTx int // packets the last TX batch carried (sizes the next reservation)
 
+	// runnable samples the runtime's count of goroutines waiting for a P;
+	// runnableLooks counts the looks in a row that found some (goRunnable).
+	runnable      [1]metrics.Sample
+	runnableLooks int
+
 	// Sleeping on the link and a Sleeper driver's wake-up descriptor (sleep).
 	pfds [2]unix.PollFd
 	pts  unix.Timespec
@@ -116,12 +123,14 @@ func NewEngine(cfg EngineConfig, link Link, ep *transport.Endpoint, d Driver) *E
 	if cfg.MaxSleep <= 0 {
 		cfg.MaxSleep = time.Millisecond
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, link: link, ep: ep, driver: d, epoch: time.Now(),
 		rx: make([]RxPacket, cfg.Batch), tx: make([]TxPacket, cfg.Batch),
 		cqes: make([]transport.Completion, cfg.Batch), cmds: make(chan func(transport.Time), 16),
 		stopped: make(chan struct{}),
 	}
+	e.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	return e
 }
 
 // Endpoint returns the transport endpoint. Use it only from Driver calls
@@ -176,6 +185,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	busy := false    // what the previous iteration was, for the time accounting
 	yielded := false // the previous iteration ended in a yield
 	inGap := false   // idle past the hot spin since the last work
+	var lastHandoff time.Time
 	var gate ring.YieldGate
 	for {
 		if idle == 0 || idle%64 == 0 {
@@ -231,7 +241,12 @@ func (e *Engine) Run(ctx context.Context) error {
 				// first. A hand-off this way costs about a microsecond; a
 				// sleep's wake-up costs tens.
 				e.Stats.Yields.Add(1)
-				yield()
+				if t.Sub(lastHandoff) > handoffEvery && e.goRunnable(&lastHandoff, t) {
+					e.Stats.Handoffs.Add(1)
+					runtime.Gosched()
+				} else {
+					yield()
+				}
 				yielded = true
 				continue
 			}
@@ -250,6 +265,40 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// handoffEvery is how often a yielding engine looks whether the process's
+// other goroutines wait for a P, and hands its own over if so
+// (runtime.Gosched): a yielding engine keeps its P (sched_yield finds no
+// other thread to run, since goroutines waiting for a P are not threads
+// yet), and an engine whose work comes every few microseconds (a
+// retransmission timer, say) yields between them for ever, so they would
+// wait for the runtime's preemption (10 ms) at every step (the control
+// server answering, the application's next post). A locked thread's
+// Gosched costs two thread wake-ups: only when some goroutine waits.
+const handoffEvery = 200 * time.Microsecond
+
+// goRunnable notes t in *last and reports whether goroutines of this
+// process have waited for a P at handoffLooks looks in a row (the count
+// is also above zero for a moment whenever a goroutine calls Gosched or
+// is woken while an idle P starts up; a goroutine held off by yielding
+// engines stays). It reads runtime/metrics into a sample allocated once
+// (~50 ns).
+func (e *Engine) goRunnable(last *time.Time, t time.Time) bool {
+	*last = t
+	metrics.Read(e.runnable[:])
+	if v := e.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
+		e.runnableLooks = 0
+		return false
+	}
+	e.runnableLooks++
+	if e.runnableLooks < handoffLooks {
+		return false
+	}
+	e.runnableLooks = 0
+	return true
+}
+
+const handoffLooks = 3
 
 // yield gives the CPU to any other runnable thread (sched_yield), and
 // comes back at once if there is none. The engine's thread is locked to
