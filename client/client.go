@@ -7,7 +7,14 @@
 // shared-memory rings (ring/) that the daemon's engine serves directly, so
 // posting a work request is a few stores and one atomic publish, and a
 // syscall only when the engine sleeps and must be woken (the ring's
-// need-wakeup protocol). Memory is a memfd both processes map: the daemon
+// need-wakeup protocol). Waiting for a completion (WaitCQ) polls the
+// completion queue, yielding the CPU between looks, for a bounded time
+// (QPOptions.Spin, SpinBeforeSleep) and only then sleeps on the queue
+// pair's doorbell, so a completion due within a round trip is picked up
+// within a microsecond or so of its arrival, with no wake-up to pay, and an
+// idle application costs no CPU. The doorbell is a socket pair whose other
+// end only the daemon holds: neither side can make the other block through
+// it. Memory is a memfd both processes map: the daemon
 // copies from it into packets and from packets into it, once each way;
 // the application never copies.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,9 +19,9 @@ import (
 type QPOptions struct {
 	SQSlots, CQSlots int // powers of two
 	Engine           int // which of the daemon's engines (interface queues) serves it
-	// Spin is how long WaitCQ polls before it sleeps on the doorbell
-	// (0: SpinBeforeSleep; negative: never sleep, perftest's polling
-	// mode, for a process that has a core to itself).
+	// Spin is how long WaitCQ polls, yielding the CPU between looks,
+	// before it sleeps on the doorbell (0: SpinBeforeSleep; negative:
+	// never sleep, perftest's polling mode).
 	Spin time.Duration
 }
 
@@ -35,9 +36,9 @@ type QP struct {
 	sq, cq *ring.Ring
 	sqp    *ring.Producer
 	cqc    *ring.Consumer
-	sqBell *ring.Doorbell
-	cqBell *ring.Doorbell
+	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
+	gate   ring.YieldGate // whether WaitCQ yield-polls or sleeps at once
 }
 
 // CreateQP makes a queue pair.
@@ -49,8 +50,8 @@ func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 		return nil, err
 	}
 	defer closeAll(files)
-	if len(files) != 4 {
-		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 4", ErrDaemonError, len(files))
+	if len(files) != 3 {
+		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 3", ErrDaemonError, len(files))
 	}
 	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload, spin: o.Spin}
 	if q.spin == 0 {
@@ -87,14 +88,12 @@ func (q *QP) attach(files []*os.File) error {
 	if q.sq.SlotSize() < proto.WRSize || q.cq.SlotSize() < proto.CQESize {
 		return fmt.Errorf("%w: ring slots %d/%d bytes", ErrDaemonError, q.sq.SlotSize(), q.cq.SlotSize())
 	}
-	for i, b := range []**ring.Doorbell{&q.sqBell, &q.cqBell} {
-		if fd, err = dup(files[2+i]); err != nil {
-			return err
-		}
-		if *b, err = ring.OpenDoorbell(fd); err != nil {
-			unix.Close(fd)
-			return err
-		}
+	if fd, err = dup(files[2]); err != nil {
+		return err
+	}
+	if q.bell, err = ring.OpenDoorbell(fd); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("metaroce: doorbell: %w", err)
 	}
 	q.sqp, q.cqc = q.sq.Producer(), q.cq.Consumer()
 	return nil
@@ -106,10 +105,8 @@ func (q *QP) release() {
 			r.Close()
 		}
 	}
-	for _, b := range []*ring.Doorbell{q.sqBell, q.cqBell} {
-		if b != nil {
-			b.Close()
-		}
+	if q.bell != nil {
+		q.bell.Close()
 	}
 }
 
@@ -153,6 +150,13 @@ func (q *QP) Accept(ctx context.Context) (netip.Addr, error) {
 		}
 	}
 }
+
+// yield lets another thread run (sched_yield); it returns at once when
+// nothing else is runnable. (runtime.Gosched on every look measured
+// twice the round trip: the goroutine goes round the global run queue.
+// WaitCQ calls it every 32 looks, so the application's other goroutines
+// still run.)
+func yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Destroy closes the queue pair's connection and frees it in the daemon.
 func (q *QP) Destroy() error {
@@ -218,7 +222,7 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 	}
 	q.sqp.Commit(n) // Commit(0) gives an unused reservation back
 	if n > 0 {
-		if _, nerr := q.sqp.Notify(q.sqBell); nerr != nil && err == nil {
+		if _, nerr := q.sqp.Notify(q.bell); nerr != nil && err == nil {
 			err = nerr
 		}
 	}
@@ -286,31 +290,67 @@ func (q *QP) PollCQ(dst []Completion) (int, error) {
 }
 
 // SpinBeforeSleep is how long WaitCQ polls before it sleeps on the
-// doorbell: a completion due within a round trip is cheaper to spin for
-// than to be woken for (a wakeup costs tens of microseconds on a busy
-// host), and a longer spin would take the CPU from the daemon's engines
-// on a small machine.
-var SpinBeforeSleep = 30 * time.Microsecond
+// doorbell. It polls yielding the CPU (sched_yield) between looks, so the
+// daemon's engine, or anything else runnable, takes the core at once when
+// it needs it and the spin only uses time nobody else wants. A completion
+// due within that time is then picked up within about a microsecond of
+// its arrival, where a sleeper is woken tens of microseconds later (a
+// wake-up on a VM whose idle vCPU halts costs ~36 us) and the engine pays
+// a syscall to wake it. Beyond it the wait sleeps, so an idle
+// application costs no CPU.
+var SpinBeforeSleep = 500 * time.Microsecond
+
+// hotPolls is how many looks WaitCQ takes before it starts yielding: a
+// completion already on its way costs no syscall.
+const hotPolls = 8
 
 // WaitCQ blocks until at least one completion is there, ctx ends, or the
-// daemon goes, then takes up to len(dst). It spins for the queue pair's
-// Spin first (QPOptions), then sleeps on the completion queue's doorbell.
+// daemon goes, then takes up to len(dst). It polls for the queue pair's
+// Spin first (QPOptions), yielding the CPU between looks, then sleeps on
+// the doorbell. It sleeps at once instead when its yields have been losing
+// the CPU for long (a thread that does not yield shares it: see
+// ring.YieldGate), and stops yielding as soon as one does.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
-	var start time.Time
+	var start, last time.Time
 	for i := 0; ; i++ {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
+			if i > hotPolls {
+				q.gate.Done()
+			}
 			return n, err
 		}
-		if i%32 == 0 { // the clock costs more than a poll
-			if i == 0 {
-				start = time.Now()
-			} else if q.spin >= 0 && time.Since(start) >= q.spin {
-				break
+		if i < hotPolls {
+			continue
+		}
+		// Yielding: one clock read per look, against a yield's ~300 ns.
+		t := time.Now()
+		if i == hotPolls {
+			start = t
+			if !q.gate.Start() && q.spin >= 0 {
+				break // yields have been stalling: sleep (see ring.YieldGate)
 			}
+		} else if q.spin >= 0 && t.Sub(last) > ring.YieldStall {
+			// That yield lost the CPU for long: a thread that does not
+			// yield back holds it, and a yielder gets it back only when
+			// that one's time slice ends, where a sleeper is woken ahead
+			// of it. Sleep now. (A negative Spin never sleeps.)
+			q.gate.Stalled()
+			break
+		}
+		if q.spin >= 0 && t.Sub(start) >= q.spin {
+			q.gate.Done()
+			break
+		}
+		if i%32 == 0 {
 			if err := ctx.Err(); err != nil {
+				q.gate.Done()
 				return 0, err
 			}
+			runtime.Gosched()
+			t = time.Now() // a stall is the yield's alone, not other goroutines' turn
 		}
+		last = t
+		yield()
 	}
 	wctx, cancel := q.c.goneCtx(ctx)
 	defer cancel()
@@ -318,7 +358,7 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
 			return n, err
 		}
-		if err := q.cqc.WaitContext(wctx, q.cqBell); err != nil {
+		if err := q.cqc.WaitContext(wctx, q.bell); err != nil {
 			if q.c.goneFlag.Load() {
 				if n, _ := q.PollCQ(dst); n > 0 {
 					return n, nil

@@ -41,7 +41,10 @@
 // queue as the transport delivers them; the engine rings the
 // application's doorbell only if it asked to be woken (ring's need-wakeup
 // protocol). An engine about to sleep arms every send queue and sleeps on
-// one eventfd that all of its queue pairs' producers ring.
+// an epoll set of its queue pairs' doorbell ends (one socket pair per
+// queue pair, the daemon's end held by the daemon alone: no session can
+// touch another's doorbell, or make the engine block on its own; see
+// ring's package doc).
 //
 // A queue pair's number is the transport service its peer connects to:
 // Connect makes the transport connection to (peer, remote QPN); a queue

@@ -1,9 +1,12 @@
 package control
 
 import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
-	"github.com/metaroce/metaroce/ring"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -27,8 +30,16 @@ type EngineDriver struct {
 	// completions (the flush, OpClosed) are dropped, not misrouted.
 	gone   map[*transport.Conn]bool
 	tables map[*session]*transport.MemoryTable
-	wake   *ring.Doorbell // every SQ's producer rings this
 	reap   []reaping
+
+	// Waking: every queue pair's doorbell end is in the epoll set epfd,
+	// which the engine polls beside its link when it sleeps (WakeFD);
+	// Woke clears the ends that rang. Per queue pair, so no session can
+	// touch another's bell, and each end the daemon's alone (see ring's
+	// package doc), so no session can make the engine block on one.
+	epfd   int
+	events [64]unix.EpollEvent
+	byFD   map[int32]*qp
 
 	// Counters, read through Do.
 	stats DriverStats
@@ -50,12 +61,44 @@ type reaping struct {
 
 // NewEngineDriver returns a driver with no queue pairs.
 func NewEngineDriver(inner dataplane.Driver) (*EngineDriver, error) {
-	bell, err := ring.NewDoorbell()
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("engine driver: epoll_create1: %w", err)
 	}
 	return &EngineDriver{Inner: inner, byConn: map[*transport.Conn]*qp{}, byQPN: map[uint32]*qp{}, gone: map[*transport.Conn]bool{},
-		tables: map[*session]*transport.MemoryTable{}, wake: bell}, nil
+		tables: map[*session]*transport.MemoryTable{}, epfd: epfd, byFD: map[int32]*qp{}}, nil
+}
+
+// Close frees the driver's epoll set (after its engine has stopped).
+func (d *EngineDriver) Close() error {
+	if d.epfd < 0 {
+		return nil
+	}
+	err := unix.Close(d.epfd)
+	d.epfd = -1
+	return err
+}
+
+// add serves q from now on (engine goroutine): its doorbell end joins the
+// epoll set.
+func (d *EngineDriver) add(q *qp) error {
+	fd := q.bell.FD()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("queue pair %d: add doorbell fd %d to the engine's epoll set: %w", q.qpn, fd, err)
+	}
+	d.qps = append(d.qps, q)
+	d.byFD[int32(fd)] = q
+	return nil
+}
+
+// unwatch takes q's doorbell end out of the epoll set.
+func (d *EngineDriver) unwatch(q *qp) {
+	fd := q.bell.FD()
+	if d.byFD[int32(fd)] == q {
+		delete(d.byFD, int32(fd))
+		unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
 }
 
 // table returns the session's memory table on this engine.
@@ -302,12 +345,28 @@ func (d *EngineDriver) PrepareSleep() bool {
 	return ok
 }
 
-// WakeFD is the eventfd the send queues' producers ring.
-func (d *EngineDriver) WakeFD() int { return d.wake.FD() }
+// WakeFD is the epoll set of the queue pairs' doorbell ends: readable
+// when an application has rung.
+func (d *EngineDriver) WakeFD() int { return d.epfd }
 
-// Woke clears the eventfd and disarms the send queues.
+// Woke clears the doorbell ends that rang (a non-blocking epoll_wait, then
+// a bounded non-blocking read of each) and disarms the send queues. An
+// end in error or hung up leaves the set, so that it cannot keep the
+// engine awake; its queue pair is still served whenever the engine runs.
 func (d *EngineDriver) Woke() {
-	d.wake.Clear()
+	n, err := unix.EpollWait(d.epfd, d.events[:], 0)
+	if err == nil {
+		for _, ev := range d.events[:n] {
+			q := d.byFD[ev.Fd]
+			if q == nil {
+				continue
+			}
+			q.bell.Clear()
+			if ev.Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+				d.unwatch(q)
+			}
+		}
+	}
 	for _, q := range d.qps {
 		q.sqc.Disarm()
 	}

@@ -34,15 +34,20 @@ type qp struct {
 	session *session
 	mem     *transport.MemoryTable // the session's table on this engine
 
-	sq, cq      *ring.Ring
-	sqc         *ring.Consumer
-	cqp         *ring.Producer
-	cqBell      *ring.Doorbell
-	state       qpState
-	conn        *transport.Conn
-	peer        netip.Addr
-	waiter      chan error // connect or accept waiting for the connection (cap 1)
-	outstanding int        // requests taken from the SQ whose completion is owed
+	sq, cq *ring.Ring
+	sqc    *ring.Consumer
+	cqp    *ring.Producer
+	// bell is the daemon's end of the queue pair's doorbell: the engine
+	// rings the application through it (completions) and polls it (in
+	// its driver's epoll set) for the application's rings (posts). The
+	// other end, appBell, is passed to the application with the create_qp
+	// reply and closed here at once (closeAppBell).
+	bell, appBell *ring.Doorbell
+	state         qpState
+	conn          *transport.Conn
+	peer          netip.Addr
+	waiter        chan error // connect or accept waiting for the connection (cap 1)
+	outstanding   int        // requests taken from the SQ whose completion is owed
 	// pending holds completions the CQ had no room for (a peer's
 	// WRITE_IMMs are not bounded by what the application posted);
 	// overflow counts those even pending could not hold.
@@ -61,14 +66,24 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
 		sq.Close()
 		return nil, err
 	}
-	bell, err := ring.NewDoorbell()
+	bell, appBell, err := ring.NewDoorbellPair()
 	if err != nil {
 		sq.Close()
 		cq.Close()
 		return nil, err
 	}
-	return &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), cqBell: bell,
+	return &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
 		pending: make([]proto.CQE, 0, cqSlots)}, nil
+}
+
+// closeAppBell closes the daemon's copy of the application's end of the
+// doorbell, once the reply carrying it has gone: from then on only the
+// application holds that end.
+func (q *qp) closeAppBell() {
+	if q.appBell != nil {
+		q.appBell.Close()
+		q.appBell = nil
+	}
 }
 
 // close frees the rings and the doorbell (the application's mappings
@@ -76,7 +91,8 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
 func (q *qp) close() {
 	q.sq.Close()
 	q.cq.Close()
-	q.cqBell.Close()
+	q.bell.Close()
+	q.closeAppBell()
 }
 
 // complete queues one completion for the application.
@@ -114,7 +130,7 @@ func (q *qp) flushCQ() bool {
 	}
 	if q.cqDirty {
 		q.cqDirty = false
-		q.cqp.Notify(q.cqBell) // an error means the application is gone; the session reaps it
+		q.cqp.Notify(q.bell) // never blocks; an error means the application is gone, and the session reaps it
 	}
 	return moved
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
@@ -73,13 +75,46 @@ func (s *Server) SetLimits(l config.Limits) { s.limits.Store(&l) }
 
 // Serve accepts sessions on ln until ctx ends or ln closes, then waits for
 // the sessions it started to be reclaimed.
+//
+// An accept that fails for want of resources (EMFILE, ENFILE, ENOBUFS,
+// ENOMEM: descriptors or memory run out, by this daemon's doing or the
+// sessions') does not end it: it backs off (5 ms, doubling to 1 s) and
+// tries again, so it accepts sessions again as soon as descriptors are
+// freed. An episode is logged twice, when it starts and when it ends,
+// with how many accepts failed; not once per failure.
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var (
+		failed  int // accepts failed in this episode
+		since   time.Time
+		backoff time.Duration
+	)
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			break
+			if ctx.Err() != nil || !acceptCanRecover(err) {
+				break
+			}
+			if failed == 0 {
+				since = time.Now()
+				s.log.Warn("control: accept failing for want of resources; retrying with backoff",
+					"socket", ln.Addr().String(), "err", err)
+			}
+			failed++
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		if failed > 0 {
+			s.log.Info("control: accepting sessions again", "socket", ln.Addr().String(),
+				"failed_accepts", failed, "after", time.Since(since).Round(time.Millisecond))
+			failed, backoff = 0, 0
 		}
 		s.wg.Add(1)
 		go func() {
@@ -88,6 +123,19 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) {
 		}()
 	}
 	s.wg.Wait()
+}
+
+// acceptCanRecover reports whether an accept error is a shortage that
+// freeing resources ends, rather than a closed or broken listener. (A
+// connection aborted before it was accepted, ECONNABORTED, the net
+// package retries itself.)
+func acceptCanRecover(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Listen makes the control socket at path: SOCK_SEQPACKET, mode and group
@@ -157,21 +205,26 @@ func (s *Server) serve(ctx context.Context, uc *net.UnixConn) {
 			}
 			return
 		}
-		reply, fds := s.handle(ctx, ss, msg, files, c)
+		reply, fds, sent := s.handle(ctx, ss, msg, files, c)
 		for _, f := range files {
 			f.Close() // what the handler needed it has mapped or duplicated
 		}
 		if reply == nil {
 			continue
 		}
-		if err := c.Send(reply, fds...); err != nil {
+		err = c.Send(reply, fds...)
+		if sent != nil {
+			sent()
+		}
+		if err != nil {
 			return
 		}
 	}
 }
 
-// handle answers one request; fds go with the reply.
-func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File, conn *proto.Conn) (any, []int) {
+// handle answers one request; fds go with the reply, and sent (if not
+// nil) runs once the reply has been sent or has failed.
+func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*os.File, conn *proto.Conn) (any, []int, func()) {
 	var req proto.Request
 	h, err := proto.Decode(msg, &req)
 	fail := func(err error) proto.Response {
@@ -187,10 +240,11 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		return r
 	}
 	if err != nil {
-		return fail(err), nil
+		return fail(err), nil, nil
 	}
 	resp := proto.Response{Header: proto.Header{V: proto.Version, Seq: h.Seq, Code: proto.CodeOK}}
 	var fds []int
+	var sent func()
 	switch h.Op {
 	case proto.OpHello:
 		l := s.limits.Load()
@@ -201,7 +255,7 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 	case proto.OpDeregMR:
 		err = s.deregister(ctx, ss, req.Key)
 	case proto.OpCreateQP:
-		fds, err = s.createQP(ctx, ss, &req, &resp)
+		fds, sent, err = s.createQP(ctx, ss, &req, &resp)
 	case proto.OpConnect:
 		err = s.connect(ctx, ss, &req, &resp)
 	case proto.OpAccept:
@@ -217,18 +271,21 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		resp.Sessions, resp.Regions, resp.QPs, resp.Bytes = c.Sessions, c.Regions, c.QPs, c.Bytes
 	default:
 		if s.fallback == nil {
-			return fail(proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", h.Op)), nil
+			return fail(proto.Errorf(proto.CodeUnknownOp, "unknown operation %q", h.Op)), nil, nil
 		}
 		reply, err := s.fallback(ctx, ss.cred, h, msg, conn)
 		if err != nil {
-			return fail(err), nil
+			return fail(err), nil, nil
 		}
-		return reply, nil
+		return reply, nil, nil
 	}
 	if err != nil {
-		return fail(err), nil
+		if sent != nil {
+			sent()
+		}
+		return fail(err), nil, nil
 	}
-	return resp, fds
+	return resp, fds, sent
 }
 
 // session is one application's protection domain. Its request goroutine
@@ -348,51 +405,61 @@ func slotsOr(v, def int) (int, error) {
 	return v, nil
 }
 
-func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) ([]int, error) {
+// createQP makes a queue pair and returns the descriptors for the reply
+// (send queue, completion queue, the application's end of the doorbell)
+// and what to run once the reply has gone (close the daemon's copy of
+// that end).
+func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) ([]int, func(), error) {
 	l := s.limits.Load()
 	s.mu.Lock()
 	n := len(ss.qps)
 	s.mu.Unlock()
 	if l.MaxQPsPerSession > 0 && n >= l.MaxQPsPerSession {
-		return nil, proto.Errorf(proto.CodeLimit, "%d queue pairs, the session limit", n)
+		return nil, nil, proto.Errorf(proto.CodeLimit, "%d queue pairs, the session limit", n)
 	}
 	if req.Engine < 0 || req.Engine >= len(s.engines) {
-		return nil, proto.Errorf(proto.CodeNotFound, "engine %d: the daemon has %d", req.Engine, len(s.engines))
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "engine %d: the daemon has %d", req.Engine, len(s.engines))
 	}
 	sqn, err := slotsOr(req.SQSlots, DefaultSQSlots)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cqn, err := slotsOr(req.CQSlots, DefaultCQSlots)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e := s.engines[req.Engine]
 	qpn := s.newQPN(e)
 	q, err := newQP(qpn, ss, sqn, cqn)
 	if err != nil {
 		s.freeQPN(qpn)
-		return nil, proto.Errorf(proto.CodeInternal, "%v", err)
+		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	var maxPayload int
+	var aerr error
 	if err := e.E.Do(ctx, func(transport.Time) {
 		ep := e.E.Endpoint()
 		q.mem = e.D.table(ss)
-		e.D.qps = append(e.D.qps, q)
+		if aerr = e.D.add(q); aerr != nil {
+			return
+		}
 		e.D.byQPN[qpn] = q
 		ep.Listen(qpn, q.mem)
 		maxPayload = ep.Config().MaxPayload()
-	}); err != nil {
+	}); err != nil || aerr != nil {
 		q.close()
 		s.freeQPN(qpn)
-		return nil, err
+		if aerr != nil {
+			return nil, nil, proto.Errorf(proto.CodeInternal, "%v", aerr)
+		}
+		return nil, nil, err
 	}
 	s.mu.Lock()
 	ss.qps[qpn] = q
 	ss.engine[qpn] = e
 	s.mu.Unlock()
 	resp.QPN, resp.Local, resp.MaxPayload = qpn, e.Local.String(), maxPayload
-	return []int{q.sq.FD(), q.cq.FD(), e.D.wake.FD(), q.cqBell.FD()}, nil
+	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.closeAppBell, nil
 }
 
 func (s *Server) freeQPN(n uint32) {
@@ -562,6 +629,7 @@ func (d *EngineDriver) detach(now transport.Time, q *qp) {
 	if d.byQPN[q.qpn] == q {
 		delete(d.byQPN, q.qpn)
 	}
+	d.unwatch(q)
 	d.qps = removeQP(d.qps, q)
 }
 

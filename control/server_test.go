@@ -290,3 +290,37 @@ func TestSendQueueFullAndDeadline(t *testing.T) {
 		t.Fatalf("wait on an idle queue pair: %v", err)
 	}
 }
+
+// TestWakeUps: each side is asleep when the other has something for it.
+// The engines sleep (nothing happened for longer than their yield time)
+// when a WRITE with immediate is posted, so the post must ring A's engine;
+// B's application waits for it past its spin, asleep on its doorbell, so
+// B's engine must ring it. A lost ring would leave a wait to its 10 s
+// deadline.
+func TestWakeUps(t *testing.T) {
+	ha, hb := newHosts(t, 0, config.Limits{})
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
+	src := apptest.Region(t, ca, 4096, 0)
+	dst := apptest.Region(t, cb, 4096, client.RemoteWrite)
+	qa, qb := pair(t, ca, cb, hb.Addr)
+	for i := range 5 {
+		sa, sb := ha.Eng.Stats.Sleeps.Load(), hb.Eng.Stats.Sleeps.Load()
+		posted := make(chan error, 1)
+		go func() {
+			time.Sleep(20 * time.Millisecond) // B's application and both engines fall asleep
+			posted <- qa.PostWriteImm(uint64(i), src, 0, 64, dst.Addr, dst.Key, uint32(i))
+		}()
+		if c := wait(t, qb); c.Op != client.CompRecvWriteImm || c.Imm != uint32(i) {
+			t.Fatalf("B's completion %+v", c)
+		}
+		if err := <-posted; err != nil {
+			t.Fatal(err)
+		}
+		if c := wait(t, qa); c.Err() != nil || c.WRID != uint64(i) {
+			t.Fatalf("A's completion %+v %v", c, c.Err())
+		}
+		if ha.Eng.Stats.Sleeps.Load() == sa || hb.Eng.Stats.Sleeps.Load() == sb {
+			t.Fatal("an engine never slept in 20 ms of quiet")
+		}
+	}
+}

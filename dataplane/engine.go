@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/metaroce/metaroce/ring"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -26,15 +28,21 @@ type Driver interface {
 
 // EngineConfig tunes an engine.
 type EngineConfig struct {
-	Batch          int // packets per RX/TX batch (default 64)
-	SpinIterations int // idle iterations before blocking (default 256)
-	// SpinTime bounds the idle spin in time as well (default 50 us): an
-	// iteration of the UDP backend is a recvmmsg, thirty times one of
-	// AF_XDP's, and 256 of them held a core for 2 ms that the
-	// applications on a 2-core host needed (measured: a 64-byte WRITE
-	// round trip through two daemons took 2.4 ms in-process).
-	SpinTime time.Duration
-	MaxSleep time.Duration // longest block when idle (default 1ms: commands wait at most this)
+	Batch int // packets per RX/TX batch (default 64)
+	// SpinIterations and SpinTime bound the hot spin: idle iterations
+	// that poll without giving up the CPU (default 8, and 10 us).
+	SpinIterations int
+	SpinTime       time.Duration
+	// YieldTime is how long after its last work the engine keeps
+	// polling, yielding the CPU (sched_yield) between iterations, before
+	// it sleeps (default 1 ms; negative: sleep straight after the hot
+	// spin). Work is expected then: a peer's answer, an application's
+	// next request. A yielding poller hands the CPU to whoever needs it
+	// in about a microsecond and is back as soon as they stop, where a
+	// sleeping one costs a wake-up (tens of microseconds on a VM whose
+	// idle vCPU halts) on every hop. Idle, the engine sleeps after it.
+	YieldTime time.Duration
+	MaxSleep  time.Duration // longest block when idle (default 1ms: commands wait at most this)
 	// CPU pins the engine's thread to one CPU (-1 or unset: no pinning).
 	// Two busy-polling threads that the scheduler puts on one core run
 	// at a quarter of their rate (measured on veth), so a host with
@@ -48,6 +56,9 @@ type EngineConfig struct {
 // (atomics: one writer, so Add never contends).
 type EngineStats struct {
 	Iterations, Sleeps   atomic.Uint64
+	Yields               atomic.Uint64 // idle iterations that yielded the CPU
+	YieldStalls          atomic.Uint64 // yields that lost the CPU for long: yielding paused
+	Handoffs             atomic.Uint64 // yields that handed the P to the process's goroutines
 	RxPackets, TxPackets atomic.Uint64
 	RxBatches, TxBatches atomic.Uint64
 	TxShort              atomic.Uint64 // transport had more to send than the link had room
@@ -78,7 +89,12 @@ type Engine struct {
 	now    transport.Time
 	lastTx int // packets the last TX batch carried (sizes the next reservation)
 
-	// Sleeping on the link and a Sleeper driver's eventfd (sleep).
+	// runnable samples the runtime's count of goroutines waiting for a P;
+	// runnableLooks counts the looks in a row that found some (goRunnable).
+	runnable      [1]metrics.Sample
+	runnableLooks int
+
+	// Sleeping on the link and a Sleeper driver's wake-up descriptor (sleep).
 	pfds [2]unix.PollFd
 	pts  unix.Timespec
 
@@ -96,20 +112,25 @@ func NewEngine(cfg EngineConfig, link Link, ep *transport.Endpoint, d Driver) *E
 		cfg.Batch = 64
 	}
 	if cfg.SpinIterations <= 0 {
-		cfg.SpinIterations = 256
+		cfg.SpinIterations = 8
 	}
 	if cfg.SpinTime <= 0 {
-		cfg.SpinTime = 50 * time.Microsecond
+		cfg.SpinTime = 10 * time.Microsecond
+	}
+	if cfg.YieldTime == 0 {
+		cfg.YieldTime = time.Millisecond
 	}
 	if cfg.MaxSleep <= 0 {
 		cfg.MaxSleep = time.Millisecond
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, link: link, ep: ep, driver: d, epoch: time.Now(),
 		rx: make([]RxPacket, cfg.Batch), tx: make([]TxPacket, cfg.Batch),
 		cqes: make([]transport.Completion, cfg.Batch), cmds: make(chan func(transport.Time), 16),
 		stopped: make(chan struct{}),
 	}
+	e.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	return e
 }
 
 // Endpoint returns the transport endpoint. Use it only from Driver calls
@@ -161,28 +182,74 @@ func (e *Engine) Run(ctx context.Context) error {
 	idle := 0
 	last := time.Now()
 	lastWork := last
+	busy := false    // what the previous iteration was, for the time accounting
+	yielded := false // the previous iteration ended in a yield
+	inGap := false   // idle past the hot spin since the last work
+	var lastHandoff time.Time
+	var gate ring.YieldGate
 	for {
 		if idle == 0 || idle%64 == 0 {
 			if ctx.Err() != nil {
 				return nil
 			}
 		}
+		// The loop's one clock read: it times this iteration's work and
+		// charges the time since the previous read to what that one was.
 		t := time.Now()
+		el := t.Sub(last)
+		if busy {
+			e.Stats.BusyNanos.Add(uint64(el))
+		} else {
+			e.Stats.IdleNanos.Add(uint64(el))
+		}
+		last = t
 		now := transport.Time(t.Sub(e.epoch))
 		work := e.iterate(now)
+		busy = work
 		e.Stats.Iterations.Add(1)
-		el := time.Since(last)
-		last = time.Now()
+		if yielded && el > ring.YieldStall {
+			// The last yield gave the CPU away for long: a thread that
+			// does not yield back holds it (see ring.YieldGate). Sleep for
+			// the rest of this gap, and between bursts while that is so.
+			gate.Stalled()
+			e.Stats.YieldStalls.Add(1)
+		}
+		yielded = false
 		if work {
 			idle = 0
 			lastWork = t
-			e.Stats.BusyNanos.Add(uint64(el))
+			if inGap {
+				gate.Done()
+				inGap = false
+			}
 			continue
 		}
-		e.Stats.IdleNanos.Add(uint64(el))
 		idle++
-		if idle < e.cfg.SpinIterations && t.Sub(lastWork) < e.cfg.SpinTime {
-			continue
+		quiet := t.Sub(lastWork)
+		if idle < e.cfg.SpinIterations && quiet < e.cfg.SpinTime {
+			continue // hot spin: the next packet or request is nanoseconds away
+		}
+		if quiet < e.cfg.YieldTime {
+			if !inGap {
+				inGap = true
+				gate.Start()
+			}
+			if gate.Yield() {
+				// Work is expected (there was some a moment ago): keep
+				// polling, but let whatever else wants this CPU (the
+				// application, the other daemon, the peer engine) run
+				// first. A hand-off this way costs about a microsecond; a
+				// sleep's wake-up costs tens.
+				e.Stats.Yields.Add(1)
+				if t.Sub(lastHandoff) > handoffEvery && e.goRunnable(&lastHandoff, t) {
+					e.Stats.Handoffs.Add(1)
+					runtime.Gosched()
+				} else {
+					yield()
+				}
+				yielded = true
+				continue
+			}
 		}
 		sleep := e.cfg.MaxSleep
 		if next := e.ep.NextTimeout(); next != transport.Never {
@@ -199,15 +266,62 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
+// handoffEvery is how often a yielding engine looks whether the process's
+// other goroutines wait for a P, and hands its own over if so
+// (runtime.Gosched): a yielding engine keeps its P (sched_yield finds no
+// other thread to run, since goroutines waiting for a P are not threads
+// yet), and an engine whose work comes every few microseconds (a
+// retransmission timer, say) yields between them for ever, so they would
+// wait for the runtime's preemption (10 ms) at every step (the control
+// server answering, the application's next post). A locked thread's
+// Gosched costs two thread wake-ups: only when some goroutine waits.
+const handoffEvery = 200 * time.Microsecond
+
+// goRunnable notes t in *last and reports whether goroutines of this
+// process have waited for a P at handoffLooks looks in a row (the count
+// is also above zero for a moment whenever a goroutine calls Gosched or
+// is woken while an idle P starts up; a goroutine held off by yielding
+// engines stays). It reads runtime/metrics into a sample allocated once
+// (~50 ns).
+func (e *Engine) goRunnable(last *time.Time, t time.Time) bool {
+	*last = t
+	metrics.Read(e.runnable[:])
+	if v := e.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
+		e.runnableLooks = 0
+		return false
+	}
+	e.runnableLooks++
+	if e.runnableLooks < handoffLooks {
+		return false
+	}
+	e.runnableLooks = 0
+	return true
+}
+
+const handoffLooks = 3
+
+// yield gives the CPU to any other runnable thread (sched_yield), and
+// comes back at once if there is none. The engine's thread is locked to
+// its goroutine, so runtime.Gosched would park the thread and hand its P
+// around, a futex wake-up away from coming back; the syscall keeps the
+// thread, and, being an ordinary (not raw) one, lets the runtime give the
+// P to the daemon's other goroutines if the yield lasts (other threads
+// ran meanwhile).
+func yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 var errInterrupted = errors.New("interrupted")
 
 // Sleeper is a Driver with a wake-up source of its own: applications'
-// send queues, say, whose producers ring one eventfd when the engine asked
+// send queues, say, whose producers ring a doorbell when the engine asked
 // to be woken (ring's need-wakeup protocol). Before the engine sleeps it
 // calls PrepareSleep, which arms the driver's queues and reports false if
 // work arrived meanwhile (the engine then goes round again); it sleeps on
 // the link and on WakeFD together; afterwards it calls Woke, which clears
-// the eventfd and disarms the queues.
+// what rang and disarms the queues. The engine only polls WakeFD, never
+// reads or writes it; a driver whose wake-ups come from applications
+// must make it a descriptor no application holds (control's driver uses
+// an epoll set of the daemon's ends of its queue pairs' doorbells), and
+// Woke must not block whatever the applications do.
 type Sleeper interface {
 	Driver
 	PrepareSleep() bool
@@ -216,7 +330,7 @@ type Sleeper interface {
 }
 
 // PollFDer is a Link whose readiness one descriptor shows, so the engine
-// can sleep on it and a driver's eventfd in one ppoll. ready reports
+// can sleep on it and a driver's wake-up descriptor in one ppoll. ready reports
 // packets the link already holds (Poll would return at once): the engine
 // then does not sleep.
 type PollFDer interface {
@@ -224,12 +338,12 @@ type PollFDer interface {
 }
 
 // wakeFallback bounds a sleep on a link that cannot be polled beside a
-// driver's eventfd (the in-memory link): the driver's work then waits
+// driver's wake-up descriptor (the in-memory link): the driver's work then waits
 // for the timeout instead of a wakeup.
 const wakeFallback = 50 * time.Microsecond
 
 // sleep blocks for at most d, on the link and, for a Sleeper driver, on
-// its eventfd.
+// its wake-up descriptor.
 func (e *Engine) sleep(d time.Duration) error {
 	s, ok := e.driver.(Sleeper)
 	if !ok {

@@ -82,12 +82,12 @@ func BenchmarkBatchTwoGoroutines(b *testing.B) {
 // BenchmarkPingPong is producer-to-consumer latency: one record goes out on
 // one ring and comes back on another; ns/op is one round trip (two one-way
 // hops). spin busy-polls; doorbell sleeps on the eventfd every time, so it
-// measures the wakeup path (two eventfd writes, two poll wakeups).
+// measures the wakeup path (two datagrams, two poll wakeups).
 func BenchmarkPingPong(b *testing.B) {
 	for _, mode := range []string{"spin", "doorbell"} {
 		b.Run(mode, func(b *testing.B) {
 			req, rep := newMemfdRing(b, 64, 16), newMemfdRing(b, 64, 16)
-			reqBell, repBell := newBell(b), newBell(b)
+			mine, theirs := newBells(b) // each side rings and waits on its own end
 			wait := func(c *Consumer, bell *Doorbell) {
 				if mode == "spin" {
 					for a, _ := c.Available(); a == 0; a, _ = c.Available() {
@@ -102,13 +102,13 @@ func BenchmarkPingPong(b *testing.B) {
 			go func() {
 				c, p := req.Consumer(), rep.Producer()
 				for range n {
-					wait(c, reqBell)
+					wait(c, theirs)
 					first, _, _ := c.Peek(1)
 					pf, _, _ := p.Reserve(1)
 					copy(p.Slot(pf), c.Slot(first))
 					c.Release(1)
 					p.Commit(1)
-					p.Notify(repBell)
+					p.Notify(theirs)
 				}
 			}()
 			p, c := req.Producer(), rep.Consumer()
@@ -118,8 +118,8 @@ func BenchmarkPingPong(b *testing.B) {
 				first, _, _ := p.Reserve(1)
 				binary.LittleEndian.PutUint64(p.Slot(first), seq)
 				p.Commit(1)
-				p.Notify(reqBell)
-				wait(c, repBell)
+				p.Notify(mine)
+				wait(c, mine)
 				cf, _, _ := c.Peek(1)
 				if binary.LittleEndian.Uint64(c.Slot(cf)) != seq {
 					b.Fatal("wrong reply")
@@ -135,9 +135,9 @@ func BenchmarkPingPong(b *testing.B) {
 // The timer starts at the first record, so the child's start-up is not in it.
 func BenchmarkCrossProcessStream(b *testing.B) {
 	r := newMemfdRing(b, 1024, 64)
-	bell := newBell(b)
+	bell, child := newBells(b)
 	n := uint64(b.N)
-	cmd, out := startChild(b, "produce", n, 0, r.FD(), bell.FD())
+	cmd, out := startChild(b, "produce", n, 0, r.FD(), child.FD())
 	c := r.Consumer()
 	b.ReportAllocs()
 	b.SetBytes(64)
@@ -173,9 +173,10 @@ func BenchmarkCrossProcessStream(b *testing.B) {
 // process through two rings: spin first, then the doorbell.
 func BenchmarkCrossProcessPingPong(b *testing.B) {
 	req, rep := newMemfdRing(b, 64, 16), newMemfdRing(b, 64, 16)
-	reqBell, repBell := newBell(b), newBell(b)
+	bell, child := newBells(b)
+	reqBell, repBell := bell, bell
 	n := uint64(b.N)
-	cmd, out := startChild(b, "echo", n+1, 0, req.FD(), rep.FD(), reqBell.FD(), repBell.FD())
+	cmd, out := startChild(b, "echo", n+1, 0, req.FD(), rep.FD(), child.FD())
 	p, c := req.Producer(), rep.Consumer()
 	b.ReportAllocs()
 	for seq := range n + 1 { // record 0 waits for the child to start

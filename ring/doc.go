@@ -1,7 +1,8 @@
 // Package ring is metaroce's shared-memory transport between applications
 // and the daemon: lock-free single-producer single-consumer rings of
-// fixed-size slots in a memfd that both processes map, and eventfd doorbells
-// that wake a sleeping consumer only when it asked to be woken. A queue pair
+// fixed-size slots in a memfd that both processes map, and doorbells (a
+// pair of datagram sockets, one end per process) that wake a sleeping
+// consumer only when it asked to be woken. A queue pair
 // is a few of these (send queue, completion queue); the daemon's engines use
 // them as mailboxes too.
 //
@@ -68,14 +69,14 @@
 //
 // Busy-polling is the fast path; a consumer with nothing to do for a while
 // sleeps instead (a 2-core host runs a daemon and its applications). The
-// protocol is AF_XDP's need_wakeup, with an eventfd doorbell passed next to
-// the memfd:
+// protocol is AF_XDP's need_wakeup, with a doorbell whose other end is
+// passed next to the memfd:
 //
 //	consumer (Consumer.Wait)             producer (Commit, then Notify)
 //	(1) store flag = 1                   (3) store producer index
 //	(2) load producer index              (4) load flag
-//	    not empty: clear flag, go on         set: swap it to 0, ring the eventfd
-//	    empty: poll the eventfd              clear: nothing, no syscall
+//	    not empty: clear flag, go on         set: swap it to 0, ring the bell
+//	    empty: poll the bell                 clear: nothing, no syscall
 //	    woken: clear flag, check again
 //
 // Both sides store, then load the other's word, with sequentially
@@ -85,11 +86,29 @@
 // sees the published slot and the consumer does not sleep, or (4) sees the
 // flag and the producer rings. The wakeup cannot be lost in between. A
 // consumer that keeps up never sets the flag, and Notify then costs one
-// load. Rings coalesce in the eventfd's counter, and the swap means one ring
-// per sleep however many commits arrive. A leftover ring only makes the
-// next sleep return at once and look again. Waits take a timeout or a
-// context, which is one more eventfd per Doorbell, private to the process,
-// that context.AfterFunc rings.
+// load. Rings coalesce in the bell's queue (a wait takes them all), and the
+// swap means one ring per sleep however many commits arrive. A leftover
+// ring only makes the next sleep return at once and look again. Waits take
+// a timeout or a context, which is one eventfd per Doorbell, private to the
+// process, that context.AfterFunc rings.
+//
+// # Doorbells
+//
+// A doorbell is socketpair(AF_UNIX, SOCK_DGRAM): the daemon keeps one end
+// and passes the other, and ringing is sending a one-byte datagram to the
+// other end. It is chosen over an eventfd, which both processes would
+// share as one file description, because the description's flags are
+// shared too: a peer that clears O_NONBLOCK on a shared eventfd makes the
+// other side's read block when the count is zero, and its write block
+// when the count is full (an eventfd write blocks at the maximum count),
+// for good. Two socket ends are two descriptions; Ring sends with
+// MSG_DONTWAIT|MSG_NOSIGNAL, which cannot block or raise SIGPIPE whatever
+// either end's flags say (a full queue, EAGAIN, means a ring is already
+// waiting), and the receiving end reads only with MSG_DONTWAIT, and only
+// its own process holds it. A futex in the ring's memory would serve a
+// consumer that sleeps on one ring, but the engine sleeps on its link's
+// descriptor and every send queue at once, which a descriptor in an
+// epoll set does and a futex cannot.
 //
 // # A hostile peer
 //

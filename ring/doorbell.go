@@ -5,10 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,48 +16,73 @@ import (
 // still empty.
 var ErrTimeout = errors.New("ring: wait timed out")
 
-// one is the 8-byte eventfd increment, read-only after init.
-var one = binary.NativeEndian.AppendUint64(nil, 1)
+// ErrBellGone is wrapped by Ring when the other end of the doorbell is
+// closed: the peer process has gone.
+var ErrBellGone = errors.New("ring: doorbell peer gone")
 
-// Doorbell is an eventfd that a producer rings to wake a sleeping consumer.
-// It travels beside the ring's memfd. Only the consumer waits on it, one
-// goroutine at a time; any number of goroutines or processes may ring it.
+// Doorbell is one end of a doorbell: a connected pair of AF_UNIX datagram
+// sockets (socketpair), one end per process. Ring sends a one-byte
+// datagram to the other end, which wakes a goroutine waiting there; Wait
+// waits for the other end's rings. A queue pair shares one pair for both
+// directions (the application rings the engine when it posts to a
+// sleeping engine's send queue; the engine rings the application when it
+// completes into a sleeping application's completion queue): each end has
+// its own receive queue.
 //
-// The eventfd is only read after poll has reported it readable, and the
-// single waiter is the only reader, so the Doorbell works whether or not the
-// shared file description is in non-blocking mode (exec.Cmd clears
-// O_NONBLOCK on files it passes to a child).
+// Neither end can make the other block, whatever it does to its own
+// descriptor (see the package doc): the two ends are two file
+// descriptions, so clearing O_NONBLOCK on one says nothing about the
+// other; Ring sends with MSG_DONTWAIT|MSG_NOSIGNAL, which cannot block
+// and cannot raise SIGPIPE whatever the flags, and a full queue (EAGAIN)
+// means a ring is already waiting there; the receive side only ever
+// reads with MSG_DONTWAIT, and only its own process holds that end.
+//
+// Only one goroutine waits on an end at a time; any number may ring it.
 type Doorbell struct {
-	fd   int // the shared eventfd
+	fd   int // this process's end of the socket pair
 	intr int // a private eventfd that cancels a wait (context.AfterFunc)
-	buf  [8]byte
+	buf  [64]byte
 }
 
-// NewDoorbell makes a doorbell on a new eventfd.
-func NewDoorbell() (*Doorbell, error) {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+// NewDoorbellPair makes a doorbell: two connected ends. Keep one, pass the
+// other's FD to the peer (SCM_RIGHTS) and then close it here, so that the
+// peer's end is held by the peer alone (a Ring of an end whose peer has
+// closed returns ErrBellGone).
+func NewDoorbellPair() (*Doorbell, *Doorbell, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("new doorbell: eventfd: %w", err)
+		return nil, nil, fmt.Errorf("new doorbell: socketpair: %w", err)
 	}
-	d, err := newDoorbell(fd)
+	a, err := newDoorbell(fds[0])
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("new doorbell: %w", err)
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("new doorbell: %w", err)
 	}
-	return d, nil
+	b, err := newDoorbell(fds[1])
+	if err != nil {
+		a.Close()
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("new doorbell: %w", err)
+	}
+	return a, b, nil
 }
 
-// OpenDoorbell makes a doorbell on an eventfd received from the peer. It
-// checks that fd is an eventfd (a peer handing us a pipe or a socket could
-// otherwise make Ring block). On success the Doorbell owns fd; on error the
-// caller still does.
+// OpenDoorbell makes a doorbell on an end received from the peer. It checks
+// that fd is an AF_UNIX datagram socket (anything else, a pipe, a file or
+// another kind of socket, is refused). On success the Doorbell owns fd; on
+// error the caller still does.
 func OpenDoorbell(fd int) (*Doorbell, error) {
-	link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	if err != nil {
-		return nil, fmt.Errorf("open doorbell: %w", err)
+		return nil, fmt.Errorf("open doorbell: fd %d is not a socket: %w", fd, err)
 	}
-	if link != "anon_inode:[eventfd]" {
-		return nil, fmt.Errorf("open doorbell: fd %d is %q, not an eventfd", fd, link)
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return nil, fmt.Errorf("open doorbell: fd %d: SO_TYPE: %w", fd, err)
+	}
+	if dom != unix.AF_UNIX || typ != unix.SOCK_DGRAM {
+		return nil, fmt.Errorf("open doorbell: fd %d is a socket of domain %d type %d, not an AF_UNIX datagram socket", fd, dom, typ)
 	}
 	d, err := newDoorbell(fd)
 	if err != nil {
@@ -75,25 +99,49 @@ func newDoorbell(fd int) (*Doorbell, error) {
 	return &Doorbell{fd: fd, intr: intr}, nil
 }
 
-// FD is the eventfd to pass to the peer. The Doorbell keeps owning it.
+// FD is this end's socket: to pass to the peer (then Close this end), or
+// to poll beside other descriptors (then Clear after it turns readable).
+// The Doorbell keeps owning it.
 func (d *Doorbell) FD() int { return d.fd }
 
-// Ring wakes the waiter, or makes its next wait return at once. Rings before
-// the waiter drains the eventfd coalesce into one wakeup.
+// Ring wakes the other end's waiter, or makes its next wait return at once.
+// Rings before the waiter drains its queue coalesce into one wakeup. It
+// never blocks: a full queue means the other end has rings waiting.
 func (d *Doorbell) Ring() error {
 	for {
-		_, err := unix.Write(d.fd, one)
-		switch err {
-		case nil, unix.EAGAIN: // EAGAIN: the counter is saturated, the bell is rung
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(d.fd), uintptr(unsafe.Pointer(&bellByte[0])), 1,
+			unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0, unix.EAGAIN, unix.ENOBUFS: // queued, or the queue is full: rung either way
 			return nil
 		case unix.EINTR:
 			continue
+		case unix.ECONNREFUSED, unix.EPIPE, unix.ENOTCONN, unix.ECONNRESET:
+			return fmt.Errorf("ring doorbell fd %d: %w: %v", d.fd, ErrBellGone, e)
 		}
-		return fmt.Errorf("ring doorbell: %w", err)
+		return fmt.Errorf("ring doorbell fd %d: %w", d.fd, e)
 	}
 }
 
-// Wait blocks until the doorbell rings or timeout passes (a negative
+// Clear takes every ring waiting at this end without blocking (MSG_DONTWAIT,
+// whatever the descriptor's flags): for an owner that polls FD itself,
+// beside other descriptors, and must not find it readable again. It
+// reads at most a bounded number of datagrams: a peer ringing without
+// pause only keeps the end readable.
+func (d *Doorbell) Clear() {
+	for range 64 {
+		_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(d.fd), uintptr(unsafe.Pointer(&d.buf[0])), uintptr(len(d.buf)),
+			unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 { // EAGAIN: empty
+			return
+		}
+	}
+}
+
+// Wait blocks until the other end rings or timeout passes (a negative
 // timeout waits forever) and reports whether it rang. A ring that came
 // before Wait counts. Wakeups are hints: check the ring after.
 func (d *Doorbell) Wait(timeout time.Duration) (bool, error) {
@@ -128,7 +176,13 @@ func (d *Doorbell) WaitContext(ctx context.Context) (bool, error) {
 // interrupt wakes the waiter through the private eventfd.
 func (d *Doorbell) interrupt() { unix.Write(d.intr, one) }
 
-// wait polls both eventfds until the shared one is readable (true), the
+// one is the 8-byte eventfd increment, read-only after init.
+var one = binary.NativeEndian.AppendUint64(nil, 1)
+
+// bellByte is what Ring sends (the kernel only reads it).
+var bellByte [1]byte
+
+// wait polls this end and the private eventfd until this end is readable (true), the
 // deadline passes (false; a zero deadline never passes) or ctx is done. A
 // stale interrupt, from an AfterFunc that fired after an earlier wait
 // ended, is drained and ignored.
@@ -137,12 +191,15 @@ func (d *Doorbell) wait(ctx context.Context, deadline time.Time) (bool, error) {
 		{Fd: int32(d.fd), Events: unix.POLLIN},
 		{Fd: int32(d.intr), Events: unix.POLLIN},
 	}
-	for {
+	for polled := false; ; polled = true {
 		var ts *unix.Timespec
 		if !deadline.IsZero() {
 			rem := time.Until(deadline)
 			if rem <= 0 {
-				return false, nil
+				if polled {
+					return false, nil
+				}
+				rem = 0 // a wait whose deadline has passed still looks once
 			}
 			t := unix.NsecToTimespec(int64(rem))
 			ts = &t
@@ -159,14 +216,14 @@ func (d *Doorbell) wait(ctx context.Context, deadline time.Time) (bool, error) {
 			continue // timed out: the deadline check above returns
 		}
 		if fds[0].Revents&unix.POLLIN != 0 {
-			d.drain(d.fd)
+			d.Clear()
 			return true, nil
 		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
 			return false, fmt.Errorf("wait doorbell: poll events %#x on fd %d", fds[0].Revents, d.fd)
 		}
 		if fds[1].Revents&unix.POLLIN != 0 {
-			d.drain(d.intr)
+			d.drainIntr()
 			if ctx != nil && ctx.Err() != nil {
 				return false, ctx.Err()
 			}
@@ -174,16 +231,16 @@ func (d *Doorbell) wait(ctx context.Context, deadline time.Time) (bool, error) {
 	}
 }
 
-// drain reads an eventfd that poll reported readable, resetting its count.
-func (d *Doorbell) drain(fd int) {
+// drainIntr resets the private eventfd (non-blocking, ours alone).
+func (d *Doorbell) drainIntr() {
 	for {
-		if _, err := unix.Read(fd, d.buf[:]); err != unix.EINTR {
+		if _, err := unix.Read(d.intr, d.buf[:8]); err != unix.EINTR {
 			return
 		}
 	}
 }
 
-// Close closes both eventfds. No wait may be in progress.
+// Close closes this end and the private eventfd. No wait may be in progress.
 func (d *Doorbell) Close() error {
 	err := unix.Close(d.fd)
 	unix.Close(d.intr)
@@ -307,14 +364,3 @@ func (c *Consumer) Arm() (ready bool, err error) {
 // Disarm clears the need-wakeup flag, so a busy consumer's producer makes
 // no syscalls.
 func (c *Consumer) Disarm() { atomic.StoreUint32(c.flagWord, 0) }
-
-// Clear resets the count of a doorbell made by NewDoorbell (whose eventfd
-// is non-blocking) without waiting: for an owner that polls the eventfd
-// itself, beside other descriptors, and must not find it readable again.
-func (d *Doorbell) Clear() {
-	for {
-		if _, err := unix.Read(d.fd, d.buf[:]); err != unix.EINTR {
-			return
-		}
-	}
-}

@@ -10,18 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func newBell(t testing.TB) *Doorbell {
+// newBells makes a doorbell's two ends, closed by t.Cleanup.
+func newBells(t testing.TB) (*Doorbell, *Doorbell) {
 	t.Helper()
-	d, err := NewDoorbell()
+	a, b, err := NewDoorbellPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }
 
 func TestDoorbell(t *testing.T) {
-	d := newBell(t)
+	r, d := newBells(t)
 	if rang, err := d.Wait(0); rang || err != nil {
 		t.Fatalf("Wait(0) on a silent bell = %v, %v", rang, err)
 	}
@@ -33,8 +34,8 @@ func TestDoorbell(t *testing.T) {
 		t.Fatalf("Wait(20ms) returned after %v", el)
 	}
 	// Rings before the wait count, and coalesce.
-	d.Ring()
-	d.Ring()
+	r.Ring()
+	r.Ring()
 	if rang, err := d.Wait(time.Second); !rang || err != nil {
 		t.Fatalf("Wait after Ring = %v, %v", rang, err)
 	}
@@ -42,14 +43,16 @@ func TestDoorbell(t *testing.T) {
 		t.Fatal("two rings woke two waits")
 	}
 	// A ring from another goroutine wakes a sleeper.
-	go func() { time.Sleep(5 * time.Millisecond); d.Ring() }()
+	rung := make(chan struct{})
+	go func() { time.Sleep(5 * time.Millisecond); r.Ring(); close(rung) }()
 	if rang, err := d.Wait(5 * time.Second); !rang || err != nil {
 		t.Fatalf("Wait for a later Ring = %v, %v", rang, err)
 	}
+	<-rung // the wakeup went through the kernel, which the race detector does not see
 }
 
 func TestDoorbellContext(t *testing.T) {
-	d := newBell(t)
+	_, d := newBells(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
 	start := time.Now()
@@ -72,8 +75,8 @@ func TestDoorbellContext(t *testing.T) {
 }
 
 func TestOpenDoorbell(t *testing.T) {
-	d := newBell(t)
-	fd := dup(t, d.FD())
+	d, peer := newBells(t)
+	fd := dup(t, peer.FD())
 	o, err := OpenDoorbell(fd)
 	if err != nil {
 		t.Fatal(err)
@@ -83,11 +86,87 @@ func TestOpenDoorbell(t *testing.T) {
 	if rang, _ := d.Wait(time.Second); !rang {
 		t.Fatal("a ring through the opened doorbell did not arrive")
 	}
+	d.Ring()
+	if rang, _ := o.Wait(time.Second); !rang {
+		t.Fatal("a ring to the opened doorbell did not arrive")
+	}
 	r := newMemfdRing(t, 8, 8)
 	mfd := dup(t, r.FD())
 	defer unix.Close(mfd)
 	if _, err := OpenDoorbell(mfd); err == nil {
 		t.Fatal("OpenDoorbell accepted a memfd")
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if _, err := OpenDoorbell(efd); err == nil {
+		t.Fatal("OpenDoorbell accepted an eventfd")
+	}
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(sp[0])
+	defer unix.Close(sp[1])
+	if _, err := OpenDoorbell(sp[0]); err == nil {
+		t.Fatal("OpenDoorbell accepted a stream socket")
+	}
+}
+
+// TestDoorbellHostilePeer: whatever the other end does to its own
+// descriptor (blocking mode, a tiny receive buffer it never drains, its
+// queue full of rings, its end closed), Ring on this end returns at once,
+// and Clear on this end never blocks, even when the peer has emptied
+// nothing and changed every flag it can.
+func TestDoorbellHostilePeer(t *testing.T) {
+	d, peer := newBells(t)
+	if _, err := unix.FcntlInt(uintptr(peer.FD()), unix.F_SETFL, 0); err != nil { // clear O_NONBLOCK
+		t.Fatal(err)
+	}
+	if err := unix.SetsockoptInt(peer.FD(), unix.SOL_SOCKET, unix.SO_RCVBUF, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range 100000 { // far more than any queue holds
+			if err := d.Ring(); err != nil {
+				done <- err
+				return
+			}
+		}
+		d.Clear() // nothing rang this end: must not block
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Ring or Clear blocked on a peer with a full queue in blocking mode")
+	}
+	queued, err := unix.IoctlGetInt(peer.FD(), unix.SIOCINQ)
+	if err != nil || queued == 0 {
+		t.Fatalf("the peer's queue holds %d bytes (%v): the rings never arrived", queued, err)
+	}
+	// The peer may also flood this end: Clear reads a bounded number and
+	// returns, and a wait still sees the rings.
+	if _, err := unix.FcntlInt(uintptr(d.FD()), unix.F_SETFL, 0); err != nil { // even our own flags
+		t.Fatal(err)
+	}
+	for range 1000 {
+		peer.Ring()
+	}
+	d.Clear()
+	d.Clear()
+	if rang, err := d.Wait(time.Second); !rang || err != nil {
+		t.Fatalf("Wait after a flood and two Clears = %v, %v", rang, err)
+	}
+	peer.Close()
+	if err := d.Ring(); !errors.Is(err, ErrBellGone) {
+		t.Fatalf("Ring with the peer's end closed: %v, want ErrBellGone", err)
 	}
 }
 
@@ -95,13 +174,13 @@ func TestOpenDoorbell(t *testing.T) {
 // syscall; one asleep on the bell is woken by the first Notify only.
 func TestNotifyOnlyWhenAsleep(t *testing.T) {
 	r := newHeapRing(t, 64, 16)
-	bell := newBell(t)
+	ringer, bell := newBells(t)
 	p, c := r.Producer(), r.Consumer()
 	for i := range 1000 {
 		first, got, _ := p.Reserve(1)
 		putRecord(p.Slot(first), uint64(i))
 		p.Commit(got)
-		if rang, err := p.Notify(bell); rang || err != nil {
+		if rang, err := p.Notify(ringer); rang || err != nil {
 			t.Fatalf("Notify to a busy consumer = %v, %v", rang, err)
 		}
 		if err := c.Wait(bell, time.Second); err != nil {
@@ -126,7 +205,7 @@ func TestNotifyOnlyWhenAsleep(t *testing.T) {
 		first, _, _ := p.Reserve(1)
 		putRecord(p.Slot(first), 0)
 		p.Commit(1)
-		p.Notify(bell)
+		p.Notify(ringer)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)

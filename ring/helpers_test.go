@@ -97,18 +97,19 @@ type pairConfig struct {
 // random batch sizes and partial commits.
 func runPair(t *testing.T, r *Ring, cfg pairConfig) {
 	t.Helper()
-	var bell *Doorbell
+	var ringer, waiter *Doorbell
 	if cfg.bell {
 		var err error
-		if bell, err = NewDoorbell(); err != nil {
+		if ringer, waiter, err = NewDoorbellPair(); err != nil {
 			t.Fatal(err)
 		}
-		defer bell.Close()
+		defer ringer.Close()
+		defer waiter.Close()
 	}
 	prodErr := make(chan error, 1)
 	var stop atomic.Bool // the consumer failed: a full ring must not hang the producer
-	go func() { prodErr <- produce(r.Producer(), bell, cfg, rand.New(rand.NewPCG(1, 2)), &stop) }()
-	consErr := consume(r.Consumer(), bell, cfg, rand.New(rand.NewPCG(3, 4)))
+	go func() { prodErr <- produce(r.Producer(), ringer, cfg, rand.New(rand.NewPCG(1, 2)), &stop) }()
+	consErr := consume(r.Consumer(), waiter, cfg, rand.New(rand.NewPCG(3, 4)))
 	if consErr != nil {
 		stop.Store(true)
 		t.Error("consumer: ", consErr)

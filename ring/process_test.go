@@ -80,8 +80,8 @@ func TestChildProcess(t *testing.T) {
 		}
 		fmt.Printf("child: rings=%d\n", p.Rings())
 	case "echo":
-		// Requests on fd 3 with their bell on fd 5; replies on fd 4 with
-		// their bell on fd 6. Every request comes back as one reply.
+		// Requests on fd 3, replies on fd 4, and the doorbell's child end
+		// on fd 5, both ways. Every request comes back as one reply.
 		req, err := Attach(3)
 		if err != nil {
 			t.Fatal(err)
@@ -90,15 +90,11 @@ func TestChildProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reqBell, err := OpenDoorbell(5)
+		bell, err := OpenDoorbell(5)
 		if err != nil {
 			t.Fatal(err)
 		}
-		repBell, err := OpenDoorbell(6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := echo(req.Consumer(), rep.Producer(), reqBell, repBell, n); err != nil {
+		if err := echo(req.Consumer(), rep.Producer(), bell, bell, n); err != nil {
 			t.Fatal(err)
 		}
 	default:
@@ -159,8 +155,8 @@ func TestCrossProcess(t *testing.T) {
 	}
 	r := newMemfdRing(t, 512, 64)
 	setIndices(r, 1<<32-300) // the child reads these as a correct producer would
-	bell := newBell(t)
-	cmd, out := startChild(t, "produce", n, n/32, r.FD(), bell.FD())
+	bell, child := newBells(t)
+	cmd, out := startChild(t, "produce", n, n/32, r.FD(), child.FD())
 
 	c := r.Consumer()
 	for seq := uint64(0); seq < n; {
@@ -205,8 +201,9 @@ func TestCrossProcess(t *testing.T) {
 func TestCrossProcessEcho(t *testing.T) {
 	const n = 20000
 	req, rep := newMemfdRing(t, 64, 16), newMemfdRing(t, 64, 16)
-	reqBell, repBell := newBell(t), newBell(t)
-	cmd, out := startChild(t, "echo", n, 0, req.FD(), rep.FD(), reqBell.FD(), repBell.FD())
+	bell, child := newBells(t)
+	reqBell, repBell := bell, bell
+	cmd, out := startChild(t, "echo", n, 0, req.FD(), rep.FD(), child.FD())
 	p, c := req.Producer(), rep.Consumer()
 	for seq := uint64(0); seq < n; seq++ {
 		first, got, err := p.Reserve(1)

@@ -2,7 +2,7 @@
 // processes that talk to it: applications through client/, and the
 // metaroce tool. It is the cold path (set-up, registration, status), so it
 // favours clarity over speed: one JSON object per SOCK_SEQPACKET message,
-// with file descriptors (memfds, eventfds) passed beside it as
+// with file descriptors (memfds, doorbell sockets) passed beside it as
 // SCM_RIGHTS ancillary data.
 //
 // SOCK_SEQPACKET keeps message boundaries (no framing to get wrong) and

@@ -87,15 +87,18 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
 		return err
 	}
 	defer c.Close()
+	// The first receive is posted before the peer can connect, as with
+	// verbs: a SEND that finds none is refused (RNR) and retried only so
+	// long. (The engine takes it from the send queue once connected.)
+	if err := q.PostRecv(0, mr, 0, o.size); err != nil {
+		return err
+	}
 	ready(q.Local, q.Num)
 	if _, err := q.Accept(ctx); err != nil {
 		return err
 	}
 	var cq [2]client.Completion
 	for i := range o.n {
-		if err := q.PostRecv(uint64(i), mr, 0, o.size); err != nil {
-			return err
-		}
 		got := -1
 		for got < 0 {
 			n, err := q.WaitCQ(ctx, cq[:])
@@ -114,6 +117,11 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
 		// The receive buffer is free again only after the SEND of its
 		// bytes completes: copy to the second half and send from there.
 		copy(mr.Bytes()[o.size:], mr.Bytes()[:got])
+		if i+1 < o.n { // the next message comes only after this echo
+			if err := q.PostRecv(uint64(i+1), mr, 0, o.size); err != nil {
+				return err
+			}
+		}
 		if err := q.PostSend(uint64(i), mr, o.size, got); err != nil {
 			return err
 		}
