@@ -127,8 +127,10 @@ func BenchmarkEngineSend(b *testing.B) { benchSide(b, true) }
 // window, key check, placement copy, ack generation).
 func BenchmarkEngineReceive(b *testing.B) { benchSide(b, false) }
 
-func benchSide(b *testing.B, send bool) {
-	l := newLoop(b)
+func benchSide(b *testing.B, send bool) { benchSideMTU(b, send, 0) }
+
+func benchSideMTU(b *testing.B, send bool, mtu int) {
+	l := newLoopMTU(b, mtu)
 	for i := 0; i < 100; i++ { // reach steady state
 		l.sendSide()
 		l.recvSide()
