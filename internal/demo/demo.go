@@ -36,6 +36,12 @@ type DemoResult struct {
 	// Messages counts the WRITEs of the bandwidth and latency tests.
 	Messages    int     `json:"messages"`
 	GoodputGbps float64 `json:"goodput_gbps"`
+	// The bandwidth test's goodput over 1 ms windows: the median window,
+	// the 10th percentile and the windows with nothing completed; an
+	// average well below the median means stalls.
+	GoodputWindowP50Gbps float64 `json:"goodput_window_p50_gbps"`
+	GoodputWindowP10Gbps float64 `json:"goodput_window_p10_gbps"`
+	StalledWindows       int     `json:"stalled_windows"`
 	// Every latency here is a whole round trip, as its name says: a
 	// 64-byte WRITE out and the peer's answer back, through the client
 	// API on both ends (perf write-lat).
@@ -198,6 +204,8 @@ func demo(o demoOpts) (*DemoResult, error) {
 		}
 		res.Messages = int(msgs) + o.latCount
 		res.GoodputGbps = bw.Rows[0].BWAvgGbps
+		res.GoodputWindowP50Gbps, res.GoodputWindowP10Gbps = bw.Rows[0].WindowP50Gbps, bw.Rows[0].WindowP10Gbps
+		res.StalledWindows = bw.Rows[0].StalledWindows
 		res.WriteRTTP50us, res.WriteRTTP99us = lat.Rows[0].RTTP50us, lat.Rows[0].RTTP99us
 		res.DataVerified = bw.Verified && lat.Verified
 		st, _ = ca.Do(daemon.Request{Op: "status"})
@@ -376,7 +384,8 @@ func printDemo(w io.Writer, r *DemoResult) {
 	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%, MTU %d; verdict ok %v\n", r.Loss*100, r.MTU, r.OK)
 	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
 	fmt.Fprintf(w, "data       verified %v, %d WRITEs (metaroce perf processes through the client library)\n", r.DataVerified, r.Messages)
-	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)
+	fmt.Fprintf(w, "goodput    %.2f Gb/s (1 ms windows: median %.2f, p10 %.2f, %d stalled; UDP backend %.2f Gb/s)\n",
+		r.GoodputGbps, r.GoodputWindowP50Gbps, r.GoodputWindowP10Gbps, r.StalledWindows, r.UDPBackendGbps)
 	fmt.Fprintf(w, "round trip WRITE p50 %.1f us, p99 %.1f us\n", r.WriteRTTP50us, r.WriteRTTP99us)
 	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (round trip p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f; ping-pong round trip p50 %.1f us)\n",
 		r.RawAFXDPGbps, r.RawAFXDPRTTP50us, r.TCPGbps, r.TCPOffloadsOnGbps, r.TCPRTTP50us)
