@@ -412,6 +412,16 @@ func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	return c.overdue(t, now, Time(c.pathTimeout(p)))
 }
 
+// mayTimeOut reports whether p's oldest transmission can become overdue
+// with time alone: something sent no earlier than it has been acked.
+func (c *Conn) mayTimeOut(p *sendPath) bool {
+	if p.oldest == p.nextSeq {
+		return false
+	}
+	t := c.snd.tx(p, p.oldest)
+	return t.live && c.snd.newestAckedSent >= t.sent
+}
+
 // overdue reports whether transmission t has been overtaken: something
 // sent at or after it was acked, and it has been out for timeout.
 func (c *Conn) overdue(t *txRec, now, timeout Time) bool {
@@ -480,9 +490,17 @@ func (c *Conn) pathTick(now Time) Time {
 						c.loseAllOnPath(now, i)
 						c.suspectPath(p, now)
 					}
-				} else {
+				} else if c.mayTimeOut(p) {
 					soon(now + Time(c.pathTimeout(p)/4))
 				}
+				// Otherwise nothing acked yet was sent after its oldest
+				// transmission, so no time passing can make that one
+				// overdue: an ack must come first, and an ack that can
+				// is for a later transmission, whose sending armed this
+				// loop. Polling it meanwhile would wake an idle
+				// connection every quarter path timeout for good when
+				// the transmission never resolves (its PSN acked on
+				// another path, its own path's acks out of step, §13).
 			}
 			if med > 0 && p.state == pathActive && p.srtt > Duration(cfg.SlowFactor*float64(med)) {
 				c.ep.stats.PathsSlow++

@@ -26,9 +26,15 @@ type recvMsg struct {
 
 type recvBuf struct {
 	posted bool
-	seq    uint32
-	wrid   uint64
-	buf    []byte
+	// claimed: a SEND (message id owner) has been given the buffer and
+	// places into it. A buffer has one claimer at a time, so it completes
+	// once and nothing writes into it after it is back with the
+	// application (§9.4).
+	claimed bool
+	owner   uint32
+	seq     uint32
+	wrid    uint64
+	buf     []byte
 }
 
 type recvStream struct {
@@ -207,7 +213,7 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 		// The sender abandons this PSN after our NACK (§6.3): consume it.
 		e.stats.VoidReceived++
 	case d.Opcode() == wire.OpReadResp:
-		if !c.onReadResp(d) {
+		if !c.onReadResp(now, d) {
 			// No such read outstanding (flushed, or a confused peer).
 			res, reason = accRefused, wire.NackInvalidRequest
 		}
@@ -239,6 +245,40 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	} else if r.ackTimer == 0 {
 		r.ackTimer = now + Time(e.cfg.AckDelay)
 	}
+}
+
+// claimRecv reports whether the SEND packet d may have receive buffer b.
+// An unclaimed buffer it may. One already claimed by another message is
+// contested, which an honest sender never causes (it numbers its SENDs'
+// RecvSeq one by one) and a forged SEND does: of the two, the one
+// earlier in the same stream is the one that can take effect first, so
+// it gets the buffer and the later claimer fails (its packets are
+// refused from then on, and it takes effect with no effect when its turn
+// comes), so a forgery cannot hold up the stream it pretends to be part
+// of. Otherwise d waits, as for a buffer not yet posted.
+func (c *Conn) claimRecv(b *recvBuf, d wire.Data) bool {
+	r := &c.rcv
+	if !b.claimed {
+		return true
+	}
+	x := &r.msgs[b.owner&r.msgMask]
+	if !x.inUse || x.id != b.owner || !x.op.IsSend() || x.recvSeq != b.seq || x.delivered {
+		return true // a stale claim: its message has gone
+	}
+	if x.stream != d.Stream() || int32(x.streamSeq-d.StreamSeq()) <= 0 {
+		return false
+	}
+	x.dst = nil
+	if x.status == StatusOK {
+		x.status = StatusRemoteInvalid
+	}
+	x.recvSeq = ^b.seq // no longer names b: its take-effect completes no buffer
+	if !x.complete {
+		x.complete = true
+		c.recvMsgComplete(x)
+	}
+	b.claimed = false
+	return true
 }
 
 // failReason is the NACK reason a failed message's packets get.
@@ -302,10 +342,11 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 		case op.IsSend():
 			rs := d.RecvSeq()
 			b := &r.recvs[rs&r.recvMask]
-			if int32(rs-r.recvPosted) >= 0 || !b.posted || b.seq != rs {
+			if int32(rs-r.recvPosted) >= 0 || !b.posted || b.seq != rs || !c.claimRecv(b, d) {
 				m.inUse = false
 				return accRefused, wire.NackRNR
 			}
+			b.claimed, b.owner = true, id
 			m.recvSeq = rs
 			if uint64(d.MsgLen()) > uint64(len(b.buf)) {
 				m.status = StatusLocalLength
@@ -426,12 +467,15 @@ func (c *Conn) takeEffect(m *recvMsg) bool {
 		}
 	case m.op.IsSend():
 		b := &r.recvs[m.recvSeq&r.recvMask]
+		if !b.posted || !b.claimed || b.owner != m.id || b.seq != m.recvSeq {
+			break // it lost its buffer to an earlier SEND (claimRecv)
+		}
 		cq := Completion{Conn: c, Op: OpRecv, WRID: b.wrid, Stream: m.stream,
 			Bytes: int(m.msgLen), Status: m.status}
 		if m.op == wire.OpSendImm {
 			cq.Imm, cq.HasImm = m.imm, true
 		}
-		b.posted = false
+		b.posted, b.claimed = false, false
 		b.buf = nil
 		c.ep.stats.RecvCompleted++
 		c.ep.complete(cq)
@@ -464,7 +508,7 @@ func (r *receiver) flush(c *Conn, st Status) {
 	for i := range r.recvs {
 		b := &r.recvs[i]
 		if b.posted {
-			b.posted = false
+			b.posted, b.claimed = false, false
 			c.ep.complete(Completion{Conn: c, Op: OpRecv, WRID: b.wrid, Status: st})
 		}
 	}
