@@ -283,6 +283,13 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	}
 	t.live = false
 	p.inflight--
+	if seq == p.oldest {
+		// Free the slot now: the tail probe and the timeout resend the
+		// oldest PSN without a path scan after, and a ring whose head
+		// stays put once nothing is live fills and takes nothing more,
+		// with no timer left to notice (nothing is in flight).
+		c.advanceOldest(p)
+	}
 	if t.hs {
 		return
 	}
