@@ -592,12 +592,12 @@ func (c *Conn) buildKeepalive(now Time, buf []byte) (int, int) {
 	s := &c.snd
 	s.keepalive = false
 	for _, k := range s.active {
-		if !s.paths[k].full() {
+		if s.room(&s.paths[k]) {
 			return c.putProbe(now, buf, int(k), false), int(k)
 		}
 	}
 	for i := range s.paths {
-		if !s.paths[i].full() {
+		if s.room(&s.paths[i]) {
 			return c.putProbe(now, buf, i, false), i
 		}
 	}
