@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -92,6 +93,9 @@ type fz struct {
 	sends  [2][]int // lengths of the SENDs side i posted, by RecvSeq
 	recvs  [2]map[uint64]*fzRecv
 	nrecv  [2]uint32 // receive buffers posted by side i
+	// immSeen[i][k] counts the final phase's stream markers side i saw
+	// take effect (k = stream).
+	immSeen [2][4]int
 	// written[i] marks region bytes of side i that a WRITE completed OK
 	// has covered (so a READ of them must return them).
 	written [2][]bool
@@ -103,6 +107,7 @@ type fzOp struct {
 	off    int
 	buf    []byte
 	full   bool // READ: the whole range was written before it was posted
+	seq    int  // SEND: its RecvSeq
 	done   int
 	status Status
 }
@@ -115,7 +120,8 @@ type fzRecv struct {
 
 const (
 	fzRegion  = 1 << 15
-	fzMaxStep = 400_000 // events in the final honest phase: more is a spinning timer
+	fzImmBase = 0xfeed0000 // the final phase's WRITE_IMM markers: Imm = base + stream
+	fzMaxStep = 400_000    // events in the final honest phase: more is a spinning timer
 	// fzMaxEvents bounds a whole program's events, so every input is fast;
 	// a program that needs more has a timer waking far more often than its
 	// traffic needs.
@@ -138,6 +144,10 @@ func (z *fz) next() byte {
 	z.pos++
 	return b
 }
+
+// fzStreams turns on the stream-recovery check after forgeries (issue 22
+// item 10, open): METAROCE_FUZZ_STREAMS=1.
+var fzStreams = os.Getenv("METAROCE_FUZZ_STREAMS") == "1"
 
 func fuzzConfig(mode byte) Config {
 	cfg := Config{SendWindow: 64, RecvWindow: 128, MsgWindow: 16, RecvQueue: 16, PathRing: 16,
@@ -288,7 +298,7 @@ func (z *fz) op(op byte) {
 		}
 		id := z.nextWR[i]
 		if c.PostSend(&WorkRequest{WRID: id, Local: b, Stream: uint16(k % 2)}) == nil {
-			z.wr[i][id] = &fzOp{op: OpSend, n: n, buf: b}
+			z.wr[i][id] = &fzOp{op: OpSend, n: n, buf: b, seq: k}
 			z.nextWR[i]++
 			z.sends[i] = append(z.sends[i], n)
 		}
@@ -551,7 +561,12 @@ func (z *fz) collect() {
 func (z *fz) completion(i int, c Completion) {
 	t := z.t
 	switch c.Op {
-	case OpConnected, OpClosed, OpRecvWriteImm:
+	case OpConnected, OpClosed:
+		return
+	case OpRecvWriteImm:
+		if c.Imm >= fzImmBase {
+			z.immSeen[i][c.Imm-fzImmBase]++
+		}
 		return
 	case OpRecv:
 		r := z.recvs[i][c.WRID]
@@ -685,6 +700,97 @@ func (z *fz) honestEnd() {
 			break
 		}
 	}
+	z.requireDone()
+	z.streamsRecover()
+}
+
+// streamsRecover checks that every stream still takes effect at the
+// receiver once the link is honest (issue 22 item 10): each side that is
+// still established sends a WRITE_IMM marker on every stream, and the
+// peer must see each take effect (its completion reports it). While
+// nothing was forged it also requires every SEND that completed at its
+// sender to have completed its receive buffer.
+func (z *fz) streamsRecover() {
+	var posted [2]bool
+	for i := range 2 {
+		c := z.conn(i)
+		if c == nil || z.conn(1-i) == nil {
+			continue
+		}
+		posted[i] = true
+		for st := range 4 {
+			id := z.nextWR[i]
+			wr := &WorkRequest{WRID: id, Stream: uint16(st), HasImm: true, Imm: fzImmBase + uint32(st),
+				RemoteAddr: regionBase, RKey: regionKey}
+			if c.PostWrite(wr) != nil {
+				posted[i] = false // the message window is full: nothing to conclude
+				continue
+			}
+			z.wr[i][id] = &fzOp{op: OpWrite}
+			z.nextWR[i]++
+		}
+	}
+	start := z.l.now
+	seen := func() bool {
+		z.collect()
+		for i := range 2 {
+			if !posted[i] || z.conn(i) == nil || z.conn(1-i) == nil {
+				continue
+			}
+			for st := range 4 {
+				if z.immSeen[1-i][st] == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for steps := 0; !seen(); steps++ {
+		if steps > fzMaxStep {
+			z.t.Fatalf("%d events waiting for the stream markers: a spinning timer", steps)
+		}
+		if !z.l.step(start + Time(fzHonestT)) {
+			break
+		}
+	}
+	if !fzStreams && z.forged {
+		return // item 10 is open: a forgery can still leave a stream stuck
+	}
+	for i := range 2 {
+		if !posted[i] || z.conn(i) == nil || z.conn(1-i) == nil {
+			continue
+		}
+		for st := range 4 {
+			if z.immSeen[1-i][st] == 0 {
+				z.t.Fatalf("side %d: stream %d of side %d does not take effect %v after the link turned honest (forged %v)",
+					1-i, st, i, fzHonestT, z.forged)
+			}
+		}
+	}
+	if z.forged {
+		return
+	}
+	for i := range 2 {
+		for id, r := range z.recvs[1-i] {
+			if int(r.seq) < len(z.sends[i]) && z.sendOK(i, int(r.seq)) && r.done == 0 && z.conn(1-i) != nil {
+				z.t.Fatalf("side %d: the SEND for buffer %d (recv seq %d) completed at its sender, the buffer never did", 1-i, id, r.seq)
+			}
+		}
+	}
+}
+
+// sendOK reports whether side i's k-th SEND completed OK.
+func (z *fz) sendOK(i, k int) bool {
+	for _, o := range z.wr[i] {
+		if o.op == OpSend && o.seq == k {
+			return o.status == StatusOK && o.done > 0
+		}
+	}
+	return false
+}
+
+// requireDone fails unless every posted request has completed.
+func (z *fz) requireDone() {
 	for i := range 2 {
 		for id, o := range z.wr[i] {
 			if o.done == 0 {
