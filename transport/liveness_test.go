@@ -319,3 +319,35 @@ func pattern(n int, seed byte) []byte {
 	}
 	return b
 }
+
+// TestStreamRecoversAfterForgedPSN (item 10): a forged packet takes a PSN
+// before the genuine packet of it arrives, so the receiver drops the
+// genuine one as a duplicate and its message never arrives (§13). The
+// messages after it on its stream must still take effect once every PSN
+// before them has arrived, rather than wait for the lost position forever.
+func TestStreamRecoversAfterForgedPSN(t *testing.T) {
+	l := newTLink(t, Config{}, 1<<16)
+	l.connect()
+	a, b := l.conns[0], l.conns[1]
+	forged := wire.AppendData(nil, &wire.DataHeader{Opcode: wire.OpWrite, Flags: wire.FlagAckReq,
+		DstConn: b.localID, PSN: b.rcv.cum + 1, MsgID: 100, Stream: 3, StreamSeq: 0, MsgLen: 8,
+		RemoteAddr: regionBase, RKey: regionKey, PathID: 1, PathSeq: 0}, make([]byte, 8))
+	l.inject(0, 0, forged, 0)
+	l.run(Time(10*time.Microsecond), nil)
+	for i := range 3 {
+		if err := a.PostWrite(&WorkRequest{WRID: uint64(i), HasImm: true, Imm: uint32(i), RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.run(Time(100*time.Millisecond), func() bool { return l.done(0, OpWrite) == 3 && l.done(1, OpRecvWriteImm) >= 2 })
+	var imms []uint32
+	for _, c := range l.cq[1] {
+		if c.Op == OpRecvWriteImm {
+			imms = append(imms, c.Imm)
+		}
+	}
+	if len(imms) != 2 || imms[0] != 0 || imms[1] != 2 {
+		t.Fatalf("took effect at the receiver: %v, want [0 2] (1 lost to the forged PSN); positions lost %d",
+			imms, l.eps[1].stats.StreamPositionsLost)
+	}
+}

@@ -22,6 +22,12 @@ type recvMsg struct {
 	dst       []byte // placement target: region range or receive buffer
 	raddr     uint64
 	rkey      uint32
+	// low is the message's first PSN, as its first packet to arrive
+	// implies (its PSN less its packet index). A sender gives a stream's
+	// messages PSNs in posting order, so once every PSN before a later
+	// message's low has arrived, an earlier position of its stream that
+	// is still missing never will (deadPositions).
+	low wire.PSN
 }
 
 type recvBuf struct {
@@ -83,6 +89,12 @@ type receiver struct {
 	// hint is this connection's share of the downlink, bits/s, as of
 	// its latest accepted packet (0: none computed yet).
 	hint uint64
+
+	// deadAt: when cum reaches it, some message waiting for an earlier
+	// position of its stream may be waiting for one that can no longer
+	// come (deadPositions); valid while deadSet.
+	deadAt  wire.PSN
+	deadSet bool
 
 	// go-back-N (rocev2 mode): a SEQUENCE NACK was sent for this cum.
 	seqNakSent bool
@@ -230,6 +242,9 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	}
 	r.setBit(psn)
 	r.advance()
+	if r.deadSet && !r.cum.Before(r.deadAt) {
+		c.deadPositions()
+	}
 	if e.fair != nil {
 		r.hint = e.fair.Observe(int64(now), uint64(c.localID), d.PayloadLen())
 	}
@@ -312,6 +327,13 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 	r := &c.rcv
 	id := d.MsgID()
 	m := &r.msgs[id&r.msgMask]
+	if m.inUse && m.id != id && !m.delivered && int(m.stream) < len(r.streams) &&
+		int32(m.streamSeq-r.streams[m.stream].next) < 0 {
+		// Its stream has passed its position (a forged message, whose
+		// position the genuine one took): it can never take effect, and
+		// keeping it would refuse every message of this slot for good.
+		m.inUse = false
+	}
 	if m.inUse && m.id != id {
 		if !m.delivered {
 			// The slot still holds an older message (a stalled READ):
@@ -330,7 +352,8 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 			return accRefused, wire.NackInvalidRequest
 		}
 		*m = recvMsg{inUse: true, op: d.Opcode(), stream: d.Stream(), id: id,
-			streamSeq: d.StreamSeq(), msgLen: d.MsgLen(), imm: d.Imm()}
+			streamSeq: d.StreamSeq(), msgLen: d.MsgLen(), imm: d.Imm(),
+			low: d.PSN() - wire.PSN(d.Offset()/uint32(max(1, c.maxPayload)))}
 		switch op := d.Opcode(); {
 		case op.IsWrite() || op == wire.OpReadReq:
 			m.raddr, m.rkey = d.RemoteAddr(), d.RKey()
@@ -401,9 +424,13 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 }
 
 func (c *Conn) recvMsgComplete(m *recvMsg) {
-	st := &c.rcv.streams[m.stream]
+	r := &c.rcv
+	st := &r.streams[m.stream]
 	if m.streamSeq != st.next {
 		st.pending++
+		if !r.deadSet || m.low.Before(r.deadAt) {
+			r.deadAt, r.deadSet = m.low, true
+		}
 		return
 	}
 	c.deliverRecvStream(m.stream, m)
@@ -481,6 +508,79 @@ func (c *Conn) takeEffect(m *recvMsg) bool {
 		c.ep.complete(cq)
 	}
 	return true
+}
+
+// deadPositions runs when cum has passed the first PSN of a message that
+// waits for an earlier position of its stream. Every PSN of the earlier
+// positions then has arrived, so a position still missing, or a message
+// still incomplete there, lost its packets to packets that took their
+// PSNs first (forged ones, §13: the genuine ones were taken for
+// duplicates). Waiting would stall the stream for good; the positions
+// fail instead (remote invalid request, no effect), and the stream goes
+// on. An honest peer never causes this: its earlier positions are
+// complete by the time cum passes a later one's PSNs, and the scan finds
+// nothing. It is a scan of the message window, run only when cum passes
+// the earliest such PSN.
+func (c *Conn) deadPositions() {
+	r := &c.rcv
+	r.deadSet = false
+	for i := range r.msgs {
+		x := &r.msgs[i]
+		if !x.inUse || !x.complete || x.delivered || int(x.stream) >= len(r.streams) {
+			continue
+		}
+		st := &r.streams[x.stream]
+		if x.streamSeq == st.next || int32(x.streamSeq-st.next) < 0 || st.stalled {
+			continue
+		}
+		if r.cum.Before(x.low) {
+			if !r.deadSet || x.low.Before(r.deadAt) {
+				r.deadAt, r.deadSet = x.low, true
+			}
+			continue
+		}
+		c.skipDead(x.stream, x.streamSeq)
+	}
+}
+
+// skipDead fails the positions of stream before upto that have not taken
+// effect, and delivers what then may.
+func (c *Conn) skipDead(stream uint16, upto uint32) {
+	r := &c.rcv
+	st := &r.streams[stream]
+	for int32(st.next-upto) < 0 && !st.stalled {
+		m := r.atPosition(stream, st.next)
+		if m == nil {
+			c.ep.stats.StreamPositionsLost++
+			st.next++
+			continue
+		}
+		if !m.complete {
+			c.ep.stats.StreamPositionsLost++
+			m.status, m.dst, m.complete = StatusRemoteInvalid, nil, true
+		} else {
+			st.pending--
+		}
+		c.deliverRecvStream(stream, m)
+	}
+	if st.stalled {
+		return
+	}
+	if m := r.atPosition(stream, st.next); m != nil && m.complete {
+		st.pending--
+		c.deliverRecvStream(stream, m)
+	}
+}
+
+// atPosition is the message at stream position seq not yet taken effect.
+func (r *receiver) atPosition(stream uint16, seq uint32) *recvMsg {
+	for i := range r.msgs {
+		x := &r.msgs[i]
+		if x.inUse && !x.delivered && x.stream == stream && x.streamSeq == seq {
+			return x
+		}
+	}
+	return nil
 }
 
 // retryStalled resumes streams whose READ waited for a response job.
