@@ -77,15 +77,14 @@ type fz struct {
 	in  []byte
 	pos int
 
-	forged    bool // an adversarial packet was injected: content checks off
-	cumForged bool // a forged CumPSN may have acknowledged PSNs never delivered (§13)
-	events    int
-	drop      [2]int
-	dup       int
-	reorder   int
-	rdelay    Duration
-	hist      [][]byte // recent packets seen on the link, for replay and mutation
-	histFrom  []int
+	forged   bool // an adversarial packet was injected: content checks off
+	events   int
+	drop     [2]int
+	dup      int
+	reorder  int
+	rdelay   Duration
+	hist     [][]byte // recent packets seen on the link, for replay and mutation
+	histFrom []int
 
 	// Posted work and what became of it, per side.
 	wr     [2]map[uint64]*fzOp
@@ -403,9 +402,6 @@ func (z *fz) mutate() {
 	if _, err := wire.Parse(b); err != nil {
 		return // the fuzzer's own mutation made it invalid: nothing forged
 	}
-	if p, _ := wire.Parse(b); p.Class == wire.ClassAck || p.Class == wire.ClassNack {
-		z.cumForged = true // the mutation may have moved its CumPSN
-	}
 	z.forge(1-z.histFrom[k], b)
 }
 
@@ -427,19 +423,7 @@ func (z *fz) forgeAck() {
 	b := make([]byte, wire.AckLen+wire.TrailerLen)
 	h.Put(b)
 	if _, err := wire.Parse(b); err == nil {
-		z.forgeCum(to, h.CumPSN)
 		z.forge(to, b)
-	}
-}
-
-// forgeCum notes a forged CumPSN aimed at side to's sender: if it is
-// after what the peer's receiver has, the sender takes PSNs as delivered
-// that never were, and nothing can fill the hole they leave at the
-// receiver (§13): the stream behind it cannot take effect, so the stream
-// check does not apply to the run.
-func (z *fz) forgeCum(to int, cum wire.PSN) {
-	if r := z.conn(1 - to); r == nil || cum.After(r.rcv.cum) {
-		z.cumForged = true
 	}
 }
 
@@ -458,9 +442,6 @@ func (z *fz) forgeNack() {
 	}
 	b := make([]byte, wire.NackLen+wire.TrailerLen)
 	h.Put(b)
-	if reason == wire.NackSequence {
-		z.forgeCum(to, h.CumPSN)
-	}
 	z.forge(to, b)
 }
 
@@ -773,13 +754,16 @@ func (z *fz) streamsRecover() {
 			break
 		}
 	}
-	if z.cumForged {
-		// Not recoverable in protocol version 1: the sender no longer
-		// has what the receiver lacks (§13, §14 K19).
-		return
-	}
 	for i := range 2 {
 		if !posted[i] || z.conn(i) == nil || z.conn(1-i) == nil {
+			continue
+		}
+		if z.conn(i).snd.una.After(z.conn(1 - i).rcv.cum) {
+			// A forged CumPSN or SACK (or a forged packet on a path
+			// sequence a genuine one then used) made the sender take as
+			// delivered PSNs the receiver never got: the hole can never
+			// fill, and the stream behind it cannot take effect. Not
+			// recoverable in protocol version 1 (§13, §14 K19).
 			continue
 		}
 		for st := range 4 {
