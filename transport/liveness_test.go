@@ -351,3 +351,46 @@ func TestStreamRecoversAfterForgedPSN(t *testing.T) {
 			imms, l.eps[1].stats.StreamPositionsLost)
 	}
 }
+
+// TestRNRWaitIsNotSilence (item 17's mechanism): the metaroce controller,
+// a receiver slow to post buffers (one a millisecond) for 40 SENDs of six
+// packets. The sender's packets cycle through RNR holds, so some are in
+// flight when the retransmission timer expires, with no ack to restart
+// it. Those expiries are no silence (the peer answers every packet) and
+// must not count as timeouts: each one used to cut the controller's rate
+// (OnTimeout) and count against MaxRetries, until the sender's packets,
+// READ responses to the peer included, left far apart.
+func TestRNRWaitIsNotSilence(t *testing.T) {
+	l := newTLink(t, Config{Congestion: "metaroce", RNRRetries: 1 << 20}, 1<<20)
+	l.connect()
+	a, b := l.conns[0], l.conns[1]
+	const n = 40
+	for i := range n {
+		if err := a.PostSend(&WorkRequest{WRID: uint64(i), Local: make([]byte, 8000), Stream: uint16(i % 2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if err := b.PostRead(&WorkRequest{WRID: uint64(100 + i), Local: make([]byte, 64<<10), RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < n && a.State() == StateEstablished; k++ {
+		if err := b.PostRecv(uint64(1000+k), make([]byte, 8192)); err != nil {
+			t.Fatal(err)
+		}
+		l.eps[1].markReady(b)
+		l.run(Time(time.Millisecond), nil)
+	}
+	l.run(Time(time.Second), func() bool { return l.done(0, OpSend) == n && l.done(1, OpRead) == 10 })
+	st, _ := a.Congestion()
+	t.Logf("at %v: sends %d/%d, reads %d/10, RNR NACKs %d, timeouts %d, pacing %d Mb/s",
+		time.Duration(l.now), l.completions(0, OpSend, StatusOK), n, l.completions(1, OpRead, StatusOK),
+		l.eps[0].stats.NacksReceived[wire.NackRNR], l.eps[0].stats.Timeouts, st.PacingRate/1e6)
+	if l.completions(0, OpSend, StatusOK) != n || l.completions(1, OpRead, StatusOK) != 10 {
+		t.Fatalf("not all complete: %v", l.cq[0])
+	}
+	if to := l.eps[0].stats.Timeouts; to != 0 {
+		t.Errorf("%d retransmission timeouts counted while the peer answered every packet with RNR", to)
+	}
+}

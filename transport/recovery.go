@@ -409,6 +409,9 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 			s.inflight--
 			s.inflightBytes -= int(r.n)
 		}
+		// The peer answers: whatever else is in flight, the silence the
+		// retransmission timer measures has not begun (§8.4).
+		s.peerAnswered = true
 		// A lost-queued record is skipped by buildData once not psLost.
 		r.state = psRNR
 		s.rnrWaiting++
@@ -510,15 +513,26 @@ func (c *Conn) senderTimer(now Time) {
 			c.responseTimeout(now)
 			return
 		}
-		s.timeouts++
-		c.stats.Timeouts++
-		c.ep.stats.Timeouts++
-		if s.cc != nil {
-			s.cc.OnTimeout(int64(now))
-		}
-		if s.timeouts > cfg.MaxRetries {
-			c.fail(StatusRetryExceeded, errRetries)
-			return
+		// An RNR or OUT_OF_WINDOW NACK since the timer started means the
+		// peer is there and refusing for now, which RNRRetries bounds: the
+		// expiry resends what is old, as always, but is no silence, so it
+		// neither counts against MaxRetries nor backs off nor tells the
+		// controller to collapse its rate. (Counted, a receiver slow to
+		// post buffers made a sender cut its rate on every expiry until
+		// its packets were a hundred milliseconds apart.)
+		answered := s.peerAnswered
+		s.peerAnswered = false
+		if !answered {
+			s.timeouts++
+			c.stats.Timeouts++
+			c.ep.stats.Timeouts++
+			if s.cc != nil {
+				s.cc.OnTimeout(int64(now))
+			}
+			if s.timeouts > cfg.MaxRetries {
+				c.fail(StatusRetryExceeded, errRetries)
+				return
+			}
 		}
 		// Everything unresolved that has had a round trip and the
 		// reorder allowance to be acked is lost (RACK's rule at an RTO,
@@ -540,7 +554,9 @@ func (c *Conn) senderTimer(now Time) {
 		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 			c.loseTransmission(now, int(r.path), r.pseq)
 		}
-		s.rto = min(2*s.rto, cfg.MaxRTO)
+		if !answered {
+			s.rto = min(2*s.rto, cfg.MaxRTO)
+		}
 		if s.inflight > 0 || !s.retxQ.empty() || s.readsWaiting > 0 {
 			s.rtoDeadline = now + Time(s.rto)
 		}
@@ -716,7 +732,7 @@ func (s *sender) flush(c *Conn, st Status) {
 		c.deliverSendStream(uint16(i))
 	}
 	s.inflight, s.rnrWaiting, s.inflightBytes, s.readsWaiting = 0, 0, 0, 0
-	s.keepalive = false
+	s.keepalive, s.peerAnswered = false, false
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}

@@ -139,6 +139,9 @@ type sender struct {
 	// keepalive PROBE is owed at each expiry (recovery.go responseTimeout).
 	readsWaiting int
 	keepalive    bool
+	// peerAnswered: an RNR or OUT_OF_WINDOW NACK held a PSN since the
+	// retransmission timer last expired (recovery.go senderTimer).
+	peerAnswered bool
 	inflight     int // PSNs in psInflight
 	// Congestion control (congestion/): nil for "none". The window bounds
 	// payload bytes in flight; the pacer spaces packets at its rate.
