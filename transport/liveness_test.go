@@ -96,7 +96,9 @@ func TestRoCEv2SequenceNackLoss(t *testing.T) {
 // is lost, would stay live at the head of the path ring, where no timer
 // looks (nothing is "in flight"), until the ring fills and the sender can
 // send nothing, not even the retransmissions that would reach the RNR
-// retry limit. The connection must fail on one of its limits instead.
+// retry limit. The connection must fail on that limit instead (and not
+// on MaxRetries: every lost resend is followed by RNR NACKs, so the peer
+// is never silent, §8.4).
 func TestRoCEv2RNRStaleTransmission(t *testing.T) {
 	l := newTLink(t, Config{Mode: ModeRoCEv2, RNRRetries: 200}, 1<<20)
 	l.connect()
@@ -120,17 +122,14 @@ func TestRoCEv2RNRStaleTransmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.run(Time(5*time.Second), func() bool { return l.done(0, OpSend) == 1 })
-	// Either limit may end it: each lost resend costs a timeout, and
-	// an RNR NACK is no progress (§8.4). What must not happen is that
-	// nothing ends it.
 	if l.done(0, OpSend) != 1 {
 		p := &l.conns[0].snd.paths[0]
 		t.Fatalf("SEND not complete after %v: %v; ring %d of %d used, %d in flight, %d RNR NACKs",
 			time.Duration(l.now), l.cq[0], p.nextSeq-p.oldest, p.mask+1, l.conns[0].snd.inflight,
 			l.eps[0].stats.NacksReceived[wire.NackRNR])
 	}
-	if l.completions(0, OpSend, StatusOK) != 0 {
-		t.Fatal("SEND completed without a receive buffer")
+	if l.completions(0, OpSend, StatusRNRRetryExceeded) != 1 {
+		t.Fatalf("SEND completed otherwise: %v", l.cq[0])
 	}
 	t.Logf("SEND failed after %v (%v), %d RNR NACKs, %d timeouts", time.Duration(l.now), l.cq[0][1].Status,
 		l.eps[0].stats.NacksReceived[wire.NackRNR], l.eps[0].stats.Timeouts)
