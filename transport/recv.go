@@ -511,10 +511,10 @@ func (c *Conn) takeEffect(m *recvMsg) bool {
 }
 
 // deadPositions runs when cum has passed the first PSN of a message that
-// waits for an earlier position of its stream. Every PSN of the earlier
-// positions then has arrived, so a position still missing, or a message
-// still incomplete there, lost its packets to packets that took their
-// PSNs first (forged ones, §13: the genuine ones were taken for
+// waits for the position right before its own. Every PSN of that
+// position then has arrived, so if it is still missing, or its message
+// still incomplete, it lost its packets to packets that took their PSNs
+// first (forged ones, §13: the genuine ones were taken for
 // duplicates). Waiting would stall the stream for good; the positions
 // fail instead (remote invalid request, no effect), and the stream goes
 // on. An honest peer never causes this: its earlier positions are
@@ -530,7 +530,11 @@ func (c *Conn) deadPositions() {
 			continue
 		}
 		st := &r.streams[x.stream]
-		if x.streamSeq == st.next || int32(x.streamSeq-st.next) < 0 || st.stalled {
+		if x.streamSeq != st.next+1 || st.stalled {
+			// Only the position right after the one that waits is
+			// evidence: a complete message further ahead may be a
+			// forged one, which would otherwise make every genuine
+			// message up to its position fail.
 			continue
 		}
 		if r.cum.Before(x.low) {
@@ -540,6 +544,12 @@ func (c *Conn) deadPositions() {
 			continue
 		}
 		c.skipDead(x.stream, x.streamSeq)
+		if r.deadSet {
+			continue
+		}
+		// What took effect may have made the next position's message
+		// evidence in turn; look again when cum next moves.
+		r.deadAt, r.deadSet = r.cum, true
 	}
 }
 
