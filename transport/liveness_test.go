@@ -29,7 +29,21 @@ func isData(pkt []byte, op wire.Opcode) bool {
 // flight; it must still find out, within its own retry budget, rather
 // than wait for the response forever.
 func TestReadResponderGivesUp(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same-budget", true: "responder-fails-early"}[early], func(t *testing.T) {
+			readResponderGivesUp(t, early)
+		})
+	}
+}
+
+// readResponderGivesUp: with early, the responder's retry limit is 3, so
+// it forgets the connection long before the requester's budget runs
+// out, and the requester's keepalive PROBE draws the RESET that ends it.
+func readResponderGivesUp(t *testing.T, early bool) {
 	l := newTLink(t, Config{}, 1<<20)
+	if early {
+		l.eps[1].cfg.MaxRetries = 3
+	}
 	l.connect()
 	l.filter = func(from int, pkt []byte) (bool, Duration) {
 		return from == 1 && isData(pkt, wire.OpReadResp), 0
@@ -59,6 +73,9 @@ func TestReadResponderGivesUp(t *testing.T) {
 		time.Duration(bFailed), time.Duration(l.now-bFailed), l.cq[0][len(l.cq[0])-1].Status, l.conns[0].State())
 	if l.now-bFailed > Time(time.Second) {
 		t.Errorf("requester took %v after the responder failed", time.Duration(l.now-bFailed))
+	}
+	if early && l.completions(0, OpRead, StatusReset) != 1 {
+		t.Errorf("READ completed %v, want reset (the keepalive's RESET)", l.cq[0])
 	}
 }
 
