@@ -104,6 +104,7 @@ func TestRoCEv2SequenceNackLoss(t *testing.T) {
 			got, n, time.Duration(l.now), p.nextSeq-p.oldest, p.mask+1, l.conns[0].snd.inflight,
 			l.eps[0].stats.NacksReceived[wire.NackSequence])
 	}
+	t.Logf("%d writes complete at %v, %d SEQUENCE NACKs", n, time.Duration(l.now), l.eps[0].stats.NacksReceived[wire.NackSequence])
 }
 
 // TestRoCEv2RNRStaleTransmission (finding 13): a SEND the peer never has a
@@ -266,6 +267,7 @@ func TestRNRHintCapped(t *testing.T) {
 	if l.completions(0, OpSend, StatusOK) != 1 {
 		t.Fatalf("SEND not complete after %v (held until %v)", time.Duration(l.now), time.Duration(a.snd.rnrDeadline))
 	}
+	t.Logf("SEND complete at %v", time.Duration(l.now))
 	if max := Time(a.ep.cfg.MaxRTO) + Time(time.Millisecond); l.now > max {
 		t.Errorf("SEND completed after %v: the NACK's hint was not capped", time.Duration(l.now))
 	}
