@@ -9,6 +9,63 @@ import (
 // corner cases, wrong addresses and ids, void packets.
 
 var recvCases = []Case{
+	{ID: "stream-lost-position", Clause: "9.1", Also: []string{"13"}, Needs: NeedEvents, Title: "a stream position whose PSNs were all taken by other packets is failed, and the stream goes on",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			m0 := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 52000, rkey: r.RKey, imm: 0xa0, data: pattern(16, 180)})[0]
+			c.sendPkt(m0, tx{path: 1})
+			c.ack(1, m0.h.PathSeq)
+			// Position 1 of stream 0 never comes: its PSN goes to a
+			// message of stream 1, as a forged packet that won the race
+			// for it would (§13).
+			other := c.message(msg{op: wire.OpWrite, stream: 1, addr: r.Addr + 52100, rkey: r.RKey, data: pattern(16, 181)})[0]
+			c.sseq[0]++
+			m2 := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 52200, rkey: r.RKey, imm: 0xa2, data: pattern(16, 182)})[0]
+			c.sendPkt(m2, tx{path: 2})
+			c.sendPkt(other, tx{path: 3})
+			a := c.ack(3, other.h.PathSeq)
+			t.check(a.CumPSN() == c.next, "CumPSN %s, want %s", hex32(uint32(a.CumPSN())), hex32(uint32(c.next)))
+			c.eventually("position 2 of stream 0 takes effect once every PSN before it has arrived (§9.1: lost positions)",
+				func(ev []Event) bool {
+					for _, e := range ev {
+						if e.Op == "recv_write_imm" && e.Imm == 0xa2 {
+							return true
+						}
+					}
+					return false
+				})
+		}},
+	{ID: "send-buffer-contested", Clause: "9.4", Also: []string{"9.1", "13"}, Needs: NeedEvents, Title: "of two SENDs naming one receive buffer, the earlier in the stream takes it; the buffer completes once",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			// A later position names buffer 0 first, and stays incomplete.
+			late := c.message(msg{op: wire.OpSend, recvSeq: 0, recvSet: true, streamSeq: 1, seqSet: true, data: pattern(400, 183), chunk: 200})
+			c.sendPkt(late[0], tx{path: 1})
+			c.ack(1, late[0].h.PathSeq)
+			early := c.message(msg{op: wire.OpSend, recvSeq: 0, recvSet: true, streamSeq: 0, seqSet: true, data: pattern(64, 184)})[0]
+			c.sendPkt(early, tx{path: 2})
+			c.ack(2, early.h.PathSeq)
+			// The later one has lost the buffer: its next packet is refused.
+			c.sendPkt(late[1], tx{path: 3})
+			checkNack(t, c.nack(late[1].h.PSN), wire.NackInvalidRequest)
+			c.eventually("the earlier SEND completes buffer 0", func(ev []Event) bool {
+				for _, e := range ev {
+					if e.Op == "recv" && e.Bytes == 64 {
+						return true
+					}
+				}
+				return false
+			})
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			n := 0
+			for _, e := range c.events() {
+				if e.Op == "recv" && e.Status == "ok" {
+					n++
+				}
+			}
+			t.check(n == 1, "%d successful receive completions, want 1: %+v", n, c.events())
+		}},
 	{ID: "key-other-domain", Clause: "10.1", Also: []string{"10.3"}, Needs: NeedMemory, Title: "a key of another service's protection domain is not found: REMOTE_ACCESS",
 		Run: func(t *T) {
 			f, ok := t.mem().foreign()

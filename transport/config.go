@@ -215,6 +215,12 @@ const overheadV6 = 40 + 8 + wire.DataLen + wire.TrailerLen
 // MaxPayload returns the payload bytes per data packet at the configured MTU.
 func (c *Config) MaxPayload() int { return c.MTU - overheadV6 }
 
+// maxRNRWait caps the delay an RNR NACK's Info may ask for (§6.3 step 5):
+// MaxRTO, or RNRDelay if that is longer. Info can name 71 minutes, and a
+// sender that waited that long on one NACK would look dead; RNRRetries,
+// not the wait, is what bounds a peer that never posts a buffer.
+func (c *Config) maxRNRWait() Duration { return max(c.RNRDelay, c.MaxRTO) }
+
 func pow2(v int) bool { return v > 0 && v&(v-1) == 0 }
 
 // Validate fills defaults and checks the configuration.

@@ -390,6 +390,11 @@ func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 			return n, -1, false // the ACCEPT's entropy, so its route
 		}
 	}
+	if c.snd.keepalive {
+		if n, pi := c.buildKeepalive(now, buf); n > 0 {
+			return n, pi, false
+		}
+	}
 	if c.rcv.hasControl() {
 		n = c.buildControl(now, buf)
 		// Acks ride the connection's own active paths, round-robin, so
@@ -424,7 +429,7 @@ func (c *Conn) hasOutput() bool {
 	if c.state != StateEstablished {
 		return false
 	}
-	return c.rcv.hasControl() || len(c.snd.probesOwed) > 0 || c.snd.hsProbe || c.snd.hasData()
+	return c.rcv.hasControl() || len(c.snd.probesOwed) > 0 || c.snd.hsProbe || c.snd.keepalive || c.snd.hasData()
 }
 
 func (e *Endpoint) markReady(c *Conn) {

@@ -254,6 +254,19 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 }
 
 func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
+	// A CONNECT of a connection we have is answered from the connection,
+	// before the service is looked up: the application may have stopped
+	// listening once it had its connection (a queue pair accepts one
+	// peer), and the initiator whose ACCEPT was lost must still get one
+	// (§7.3), not a REJECT that fails it and leaves our side half-open.
+	if c := e.byPeer[peerKey{from, p.SrcConn()}]; c != nil && c.service == p.Service() &&
+		e.cookieValid(now, from, p) {
+		if c.state == StateEstablished {
+			c.ctlOwed = wire.OpAccept // our ACCEPT was lost: say it again
+			e.touch(c)
+		}
+		return
+	}
 	mem, ok := e.services[p.Service()]
 	if !ok {
 		e.stats.RejectsSent++
@@ -272,11 +285,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 		return
 	}
 	if c := e.byPeer[peerKey{from, p.SrcConn()}]; c != nil {
-		if c.state == StateEstablished {
-			c.ctlOwed = wire.OpAccept // our ACCEPT was lost: say it again
-			e.touch(c)
-		}
-		return
+		return // a valid cookie for another service from the same id: nothing (§7.3)
 	}
 	c, err := e.newConn(from, mem)
 	if err != nil {

@@ -131,6 +131,45 @@ func (c *Conn) PathCounts() (active, total int) { return len(c.snd.active), len(
 
 func (p *sendPath) full() bool { return p.nextSeq-p.oldest == p.mask+1 }
 
+// room reports whether p can take one more transmission. A full ring
+// first gives up the transmissions at its head whose PSN is already
+// acknowledged (by CumPSN, or another transmission's SACK): they carry
+// nothing the sender waits for, and when their own path's acks never
+// come (lost, or out of step after a forged packet, §13) they would hold
+// the ring full for good, with nothing in flight to run a timer.
+func (s *sender) room(p *sendPath) bool {
+	if !p.full() {
+		return true
+	}
+	s.reclaimAcked(p)
+	return !p.full()
+}
+
+// reclaimAcked resolves, from the head of p's ring, transmissions of
+// acknowledged PSNs, without a verdict on the path (neither acked nor
+// lost on it: it never said).
+func (s *sender) reclaimAcked(p *sendPath) {
+	for p.oldest != p.nextSeq {
+		t := s.tx(p, p.oldest)
+		if t.live {
+			if t.probe || !s.psnAcked(t.psn) {
+				return
+			}
+			t.live = false
+			p.inflight--
+		}
+		p.oldest++
+	}
+}
+
+// psnAcked reports whether psn is acknowledged.
+func (s *sender) psnAcked(psn wire.PSN) bool {
+	if psn.Before(s.una) {
+		return true
+	}
+	return psn.Before(s.nextPSN) && s.pkts[uint32(psn)&s.pktMask].state == psAcked
+}
+
 // tx is transmission seq of path p. The rings live in one slice of the
 // sender's, not in the paths, so a sendPath holds no pointer: the path
 // array is then allocated without a type bitmap and never scanned by the
@@ -191,7 +230,7 @@ func (s *sender) pickPath(avoid int) int {
 			continue
 		}
 		p := &s.paths[k]
-		if p.full() || (retx && !p.proven()) {
+		if !s.room(p) || (retx && !p.proven()) {
 			continue
 		}
 		cands++
@@ -208,7 +247,7 @@ func (s *sender) pickPath(avoid int) int {
 		for i := 0; i < n; i++ {
 			k := int(s.active[(off+i)%n])
 			p := &s.paths[k]
-			if p.full() {
+			if !s.room(p) {
 				continue
 			}
 			// A retransmission takes the best-ranked path, and of
@@ -262,7 +301,7 @@ func (s *sender) pickAny(avoid int) int {
 	best := -1
 	for i := range s.paths {
 		p := &s.paths[i]
-		if p.full() || (i == avoid && len(s.paths) > 1) {
+		if !s.room(p) || (i == avoid && len(s.paths) > 1) {
 			continue
 		}
 		if best < 0 || p.lossRun < s.paths[best].lossRun {
@@ -412,6 +451,16 @@ func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	return c.overdue(t, now, Time(c.pathTimeout(p)))
 }
 
+// mayTimeOut reports whether p's oldest transmission can become overdue
+// with time alone: something sent no earlier than it has been acked.
+func (c *Conn) mayTimeOut(p *sendPath) bool {
+	if p.oldest == p.nextSeq {
+		return false
+	}
+	t := c.snd.tx(p, p.oldest)
+	return t.live && c.snd.newestAckedSent >= t.sent
+}
+
 // overdue reports whether transmission t has been overtaken: something
 // sent at or after it was acked, and it has been out for timeout.
 func (c *Conn) overdue(t *txRec, now, timeout Time) bool {
@@ -480,9 +529,17 @@ func (c *Conn) pathTick(now Time) Time {
 						c.loseAllOnPath(now, i)
 						c.suspectPath(p, now)
 					}
-				} else {
+				} else if c.mayTimeOut(p) {
 					soon(now + Time(c.pathTimeout(p)/4))
 				}
+				// Otherwise nothing acked yet was sent after its oldest
+				// transmission, so no time passing can make that one
+				// overdue: an ack must come first, and an ack that can
+				// is for a later transmission, whose sending armed this
+				// loop. Polling it meanwhile would wake an idle
+				// connection every quarter path timeout for good when
+				// the transmission never resolves (its PSN acked on
+				// another path, its own path's acks out of step, §13).
 			}
 			if med > 0 && p.state == pathActive && p.srtt > Duration(cfg.SlowFactor*float64(med)) {
 				c.ep.stats.PathsSlow++
@@ -563,7 +620,7 @@ func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
 		pi := int(s.probesOwed[0])
 		s.probesOwed = s.probesOwed[1:]
 		p := &s.paths[pi]
-		if p.state != pathSuspect || p.full() {
+		if p.state != pathSuspect || !s.room(p) {
 			continue
 		}
 		return c.putProbe(now, buf, pi, false), pi
@@ -580,7 +637,7 @@ func (c *Conn) buildProbe(now Time, buf []byte) (int, int) {
 func (c *Conn) buildHandshakeProbe(now Time, buf []byte) int {
 	s := &c.snd
 	p := &s.paths[0]
-	if p.full() {
+	if !s.room(p) {
 		return 0
 	}
 	return c.putProbe(now, buf, 0, true)

@@ -16,6 +16,16 @@ func testSender(tb testing.TB, k int) *sender {
 	return &s
 }
 
+// fill makes p's ring full of transmissions still out (of a PSN not
+// acknowledged), as a path whose window is used up.
+func (s *sender) fill(p *sendPath) {
+	for p.nextSeq-p.oldest != p.mask+1 {
+		_, t := s.claim(p)
+		*t = txRec{live: true, psn: s.nextPSN}
+		p.inflight++
+	}
+}
+
 // TestPickPathRules: with active paths, pickPath never picks a suspect
 // one, avoids the path it is told to, and does not repeat the previous
 // packet's path.
@@ -79,7 +89,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	}
 	// Proven paths full: untried ones next.
 	for i := 0; i < 4; i++ {
-		s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
+		s.fill(&s.paths[i])
 	}
 	for i := 0; i < 2000; i++ {
 		if k := s.pickPath(7); k < 12 {
@@ -88,7 +98,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	}
 	// Only lossy paths have room: any but the one that lost it.
 	for i := 12; i < 16; i++ {
-		s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
+		s.fill(&s.paths[i])
 	}
 	for i := 0; i < 2000; i++ {
 		if k := s.pickPath(7); k == 7 || k < 4 || k >= 12 {
@@ -98,7 +108,7 @@ func TestPickPathRetransmissionRanks(t *testing.T) {
 	// Only the path that lost it has room: still sent.
 	for i := 4; i < 12; i++ {
 		if i != 7 {
-			s.paths[i].nextSeq = s.paths[i].oldest + s.paths[i].mask + 1
+			s.fill(&s.paths[i])
 		}
 	}
 	if k := s.pickPath(7); k != 7 {

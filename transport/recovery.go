@@ -72,6 +72,8 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
 			s.tlpDeadline = now + Time(c.pto())
+		} else if s.readsWaiting > 0 {
+			s.rtoDeadline = now + Time(s.rto) // the response wait (§8.4)
 		}
 	}
 }
@@ -233,8 +235,14 @@ func (c *Conn) ackPSN(psn wire.PSN) bool {
 	} else {
 		m := &s.msgs[r.msg]
 		m.acked++
-		if m.op == wire.OpReadReq {
+		if m.op == wire.OpReadReq && !m.reqAcked {
 			m.reqAcked = true
+			if !m.respDone && m.status == StatusOK {
+				// Nothing of ours is in flight for it any more: the
+				// response wait runs the retransmission timer (§8.4).
+				m.awaitResp = true
+				s.readsWaiting++
+			}
 		}
 		c.msgProgress(m)
 	}
@@ -275,6 +283,13 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	}
 	t.live = false
 	p.inflight--
+	if seq == p.oldest {
+		// Free the slot now: the tail probe and the timeout resend the
+		// oldest PSN without a path scan after, and a ring whose head
+		// stays put once nothing is live fills and takes nothing more,
+		// with no timer left to notice (nothing is in flight).
+		c.advanceOldest(p)
+	}
 	if t.hs {
 		return
 	}
@@ -337,6 +352,12 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 				c.loseTransmission(now, int(r.path), r.pseq)
 			}
 		}
+		// The ring slots of what was just declared lost are free: unless
+		// the oldest moves past them the ring stays full, no path has
+		// room and the resends never leave.
+		for pi := range s.paths {
+			c.advanceOldest(&s.paths[pi])
+		}
 		return
 	}
 	psn := n.PSN()
@@ -359,6 +380,15 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 	if r.state != psInflight && r.state != psLost {
 		return
 	}
+	if r.state == psInflight && (int(n.PathID()) != int(r.path) || n.PathSeq() != r.pseq) &&
+		(reason == wire.NackRNR || reason == wire.NackOutOfWindow) {
+		// The NACK refused an earlier transmission (late, or a
+		// duplicate) while a newer one is out: that one draws its own
+		// answer. Holding the PSN now would leave the newer one live in
+		// its path's ring with nothing in flight to time it, so if it
+		// were lost its slot would never be freed (§6.3 step 4).
+		return
+	}
 	switch reason {
 	case wire.NackRNR, wire.NackOutOfWindow:
 		if r.msg&readJobBit == 0 {
@@ -379,13 +409,18 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 			s.inflight--
 			s.inflightBytes -= int(r.n)
 		}
+		// The peer answers: whatever else is in flight, the silence the
+		// retransmission timer measures has not begun (§8.4).
+		s.peerAnswered = true
 		// A lost-queued record is skipped by buildData once not psLost.
 		r.state = psRNR
 		s.rnrWaiting++
 		delay := c.ep.cfg.RNRDelay
 		if reason == wire.NackRNR {
 			if hint := Duration(n.Info()) * 1000; hint > 0 {
-				delay = hint
+				// Info can name 71 minutes; one NACK must not park a
+				// PSN that long (§6.3 step 5).
+				delay = min(hint, c.ep.cfg.maxRNRWait())
 			}
 			c.ep.stats.RNRWaits++
 		} else {
@@ -475,17 +510,29 @@ func (c *Conn) senderTimer(now Time) {
 	if s.rtoDeadline != 0 && now >= s.rtoDeadline {
 		s.rtoDeadline = 0
 		if s.inflight == 0 {
+			c.responseTimeout(now)
 			return
 		}
-		s.timeouts++
-		c.stats.Timeouts++
-		c.ep.stats.Timeouts++
-		if s.cc != nil {
-			s.cc.OnTimeout(int64(now))
-		}
-		if s.timeouts > cfg.MaxRetries {
-			c.fail(StatusRetryExceeded, errRetries)
-			return
+		// An RNR or OUT_OF_WINDOW NACK since the timer started means the
+		// peer is there and refusing for now, which RNRRetries bounds: the
+		// expiry resends what is old, as always, but is no silence, so it
+		// neither counts against MaxRetries nor backs off nor tells the
+		// controller to collapse its rate. (Counted, a receiver slow to
+		// post buffers made a sender cut its rate on every expiry until
+		// its packets were a hundred milliseconds apart.)
+		answered := s.peerAnswered
+		s.peerAnswered = false
+		if !answered {
+			s.timeouts++
+			c.stats.Timeouts++
+			c.ep.stats.Timeouts++
+			if s.cc != nil {
+				s.cc.OnTimeout(int64(now))
+			}
+			if s.timeouts > cfg.MaxRetries {
+				c.fail(StatusRetryExceeded, errRetries)
+				return
+			}
 		}
 		// Everything unresolved that has had a round trip and the
 		// reorder allowance to be acked is lost (RACK's rule at an RTO,
@@ -507,11 +554,70 @@ func (c *Conn) senderTimer(now Time) {
 		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 			c.loseTransmission(now, int(r.path), r.pseq)
 		}
-		s.rto = min(2*s.rto, cfg.MaxRTO)
-		if s.inflight > 0 || !s.retxQ.empty() {
+		if !answered {
+			s.rto = min(2*s.rto, cfg.MaxRTO)
+		}
+		if s.inflight > 0 || !s.retxQ.empty() || s.readsWaiting > 0 {
 			s.rtoDeadline = now + Time(s.rto)
 		}
 	}
+}
+
+// responseTimeout is the retransmission timer's expiry while nothing of
+// ours is in flight but a READ whose request was acknowledged waits for
+// its response (§8.4, §9.3). The response is the responder's to resend,
+// and a responder that gave up (its retry limit) has forgotten the
+// connection and says nothing, so without this the READ, and its stream
+// behind it, would wait forever. Each expiry sends a keepalive PROBE,
+// which a responder that forgot the connection answers with RESET, and
+// counts as a timeout: MaxRetries of them without a response packet fail
+// the connection, as unanswered data would.
+func (c *Conn) responseTimeout(now Time) {
+	s := &c.snd
+	cfg := &c.ep.cfg
+	if s.readsWaiting == 0 {
+		return
+	}
+	s.timeouts++
+	c.ep.stats.ResponseTimeouts++
+	if s.timeouts > cfg.MaxRetries {
+		c.fail(StatusRetryExceeded, errRetries)
+		return
+	}
+	s.keepalive = true
+	c.ep.markReady(c)
+	s.rto = min(2*s.rto, cfg.MaxRTO)
+	s.rtoDeadline = now + Time(s.rto)
+}
+
+// responseProgress restarts the response wait when a response packet is
+// placed: the responder is alive and serving.
+func (c *Conn) responseProgress(now Time) {
+	s := &c.snd
+	if s.inflight > 0 || s.readsWaiting == 0 {
+		return // the timer runs for our own data, and its acks restart it
+	}
+	s.timeouts = 0
+	s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
+	s.rtoDeadline = now + Time(s.rto)
+}
+
+// buildKeepalive writes the keepalive PROBE responseTimeout asked for, on
+// an active path with room (any path with room when none is active).
+func (c *Conn) buildKeepalive(now Time, buf []byte) (int, int) {
+	s := &c.snd
+	s.keepalive = false
+	for _, k := range s.active {
+		if s.room(&s.paths[k]) {
+			return c.putProbe(now, buf, int(k), false), int(k)
+		}
+	}
+	for i := range s.paths {
+		if s.room(&s.paths[i]) {
+			return c.putProbe(now, buf, i, false), i
+		}
+	}
+	return 0, 0
 }
 
 // msgProgress completes m if it is done and reports completions that
@@ -561,7 +667,7 @@ func (c *Conn) deliverSendStream(stream uint16) {
 
 // onReadResp places a READ response packet into the requester's buffer.
 // It reports whether the packet was accepted.
-func (c *Conn) onReadResp(d wire.Data) bool {
+func (c *Conn) onReadResp(now Time, d wire.Data) bool {
 	s := &c.snd
 	id := d.MsgID()
 	m := &s.msgs[id&s.msgMask]
@@ -571,9 +677,14 @@ func (c *Conn) onReadResp(d wire.Data) bool {
 	off := d.Offset()
 	copy(m.local[off:], d.Payload())
 	m.readGot += uint32(d.PayloadLen())
-	if m.readGot >= d.MsgLen() {
+	if m.readGot >= d.MsgLen() && !m.respDone {
 		m.respDone = true
+		if m.awaitResp {
+			m.awaitResp = false
+			s.readsWaiting--
+		}
 	}
+	c.responseProgress(now)
 	c.msgProgress(m)
 	return true
 }
@@ -620,7 +731,8 @@ func (s *sender) flush(c *Conn, st Status) {
 	for i := range s.streams {
 		c.deliverSendStream(uint16(i))
 	}
-	s.inflight, s.rnrWaiting, s.inflightBytes = 0, 0, 0
+	s.inflight, s.rnrWaiting, s.inflightBytes, s.readsWaiting = 0, 0, 0, 0
+	s.keepalive, s.peerAnswered = false, false
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}

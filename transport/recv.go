@@ -22,13 +22,25 @@ type recvMsg struct {
 	dst       []byte // placement target: region range or receive buffer
 	raddr     uint64
 	rkey      uint32
+	// low is the message's first PSN, as its first packet to arrive
+	// implies (its PSN less its packet index). A sender gives a stream's
+	// messages PSNs in posting order, so once every PSN before a later
+	// message's low has arrived, an earlier position of its stream that
+	// is still missing never will (deadPositions).
+	low wire.PSN
 }
 
 type recvBuf struct {
 	posted bool
-	seq    uint32
-	wrid   uint64
-	buf    []byte
+	// claimed: a SEND (message id owner) has been given the buffer and
+	// places into it. A buffer has one claimer at a time, so it completes
+	// once and nothing writes into it after it is back with the
+	// application (§9.4).
+	claimed bool
+	owner   uint32
+	seq     uint32
+	wrid    uint64
+	buf     []byte
 }
 
 type recvStream struct {
@@ -77,6 +89,12 @@ type receiver struct {
 	// hint is this connection's share of the downlink, bits/s, as of
 	// its latest accepted packet (0: none computed yet).
 	hint uint64
+
+	// deadAt: when cum reaches it, some message waiting for an earlier
+	// position of its stream may be waiting for one that can no longer
+	// come (deadPositions); valid while deadSet.
+	deadAt  wire.PSN
+	deadSet bool
 
 	// go-back-N (rocev2 mode): a SEQUENCE NACK was sent for this cum.
 	seqNakSent bool
@@ -207,7 +225,7 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 		// The sender abandons this PSN after our NACK (§6.3): consume it.
 		e.stats.VoidReceived++
 	case d.Opcode() == wire.OpReadResp:
-		if !c.onReadResp(d) {
+		if !c.onReadResp(now, d) {
 			// No such read outstanding (flushed, or a confused peer).
 			res, reason = accRefused, wire.NackInvalidRequest
 		}
@@ -224,6 +242,9 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	}
 	r.setBit(psn)
 	r.advance()
+	if r.deadSet && !r.cum.Before(r.deadAt) {
+		c.deadPositions()
+	}
 	if e.fair != nil {
 		r.hint = e.fair.Observe(int64(now), uint64(c.localID), d.PayloadLen())
 	}
@@ -239,6 +260,40 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	} else if r.ackTimer == 0 {
 		r.ackTimer = now + Time(e.cfg.AckDelay)
 	}
+}
+
+// claimRecv reports whether the SEND packet d may have receive buffer b.
+// An unclaimed buffer it may. One already claimed by another message is
+// contested, which an honest sender never causes (it numbers its SENDs'
+// RecvSeq one by one) and a forged SEND does: of the two, the one
+// earlier in the same stream is the one that can take effect first, so
+// it gets the buffer and the later claimer fails (its packets are
+// refused from then on, and it takes effect with no effect when its turn
+// comes), so a forgery cannot hold up the stream it pretends to be part
+// of. Otherwise d waits, as for a buffer not yet posted.
+func (c *Conn) claimRecv(b *recvBuf, d wire.Data) bool {
+	r := &c.rcv
+	if !b.claimed {
+		return true
+	}
+	x := &r.msgs[b.owner&r.msgMask]
+	if !x.inUse || x.id != b.owner || !x.op.IsSend() || x.recvSeq != b.seq || x.delivered {
+		return true // a stale claim: its message has gone
+	}
+	if x.stream != d.Stream() || int32(x.streamSeq-d.StreamSeq()) <= 0 {
+		return false
+	}
+	x.dst = nil
+	if x.status == StatusOK {
+		x.status = StatusRemoteInvalid
+	}
+	x.recvSeq = ^b.seq // no longer names b: its take-effect completes no buffer
+	if !x.complete {
+		x.complete = true
+		c.recvMsgComplete(x)
+	}
+	b.claimed = false
+	return true
 }
 
 // failReason is the NACK reason a failed message's packets get.
@@ -272,6 +327,13 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 	r := &c.rcv
 	id := d.MsgID()
 	m := &r.msgs[id&r.msgMask]
+	if m.inUse && m.id != id && !m.delivered && int(m.stream) < len(r.streams) &&
+		int32(m.streamSeq-r.streams[m.stream].next) < 0 {
+		// Its stream has passed its position (a forged message, whose
+		// position the genuine one took): it can never take effect, and
+		// keeping it would refuse every message of this slot for good.
+		m.inUse = false
+	}
 	if m.inUse && m.id != id {
 		if !m.delivered {
 			// The slot still holds an older message (a stalled READ):
@@ -290,7 +352,8 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 			return accRefused, wire.NackInvalidRequest
 		}
 		*m = recvMsg{inUse: true, op: d.Opcode(), stream: d.Stream(), id: id,
-			streamSeq: d.StreamSeq(), msgLen: d.MsgLen(), imm: d.Imm()}
+			streamSeq: d.StreamSeq(), msgLen: d.MsgLen(), imm: d.Imm(),
+			low: d.PSN() - wire.PSN(d.Offset()/uint32(max(1, c.maxPayload)))}
 		switch op := d.Opcode(); {
 		case op.IsWrite() || op == wire.OpReadReq:
 			m.raddr, m.rkey = d.RemoteAddr(), d.RKey()
@@ -302,10 +365,11 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 		case op.IsSend():
 			rs := d.RecvSeq()
 			b := &r.recvs[rs&r.recvMask]
-			if int32(rs-r.recvPosted) >= 0 || !b.posted || b.seq != rs {
+			if int32(rs-r.recvPosted) >= 0 || !b.posted || b.seq != rs || !c.claimRecv(b, d) {
 				m.inUse = false
 				return accRefused, wire.NackRNR
 			}
+			b.claimed, b.owner = true, id
 			m.recvSeq = rs
 			if uint64(d.MsgLen()) > uint64(len(b.buf)) {
 				m.status = StatusLocalLength
@@ -360,9 +424,13 @@ func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 }
 
 func (c *Conn) recvMsgComplete(m *recvMsg) {
-	st := &c.rcv.streams[m.stream]
+	r := &c.rcv
+	st := &r.streams[m.stream]
 	if m.streamSeq != st.next {
 		st.pending++
+		if !r.deadSet || m.low.Before(r.deadAt) {
+			r.deadAt, r.deadSet = m.low, true
+		}
 		return
 	}
 	c.deliverRecvStream(m.stream, m)
@@ -426,17 +494,103 @@ func (c *Conn) takeEffect(m *recvMsg) bool {
 		}
 	case m.op.IsSend():
 		b := &r.recvs[m.recvSeq&r.recvMask]
+		if !b.posted || !b.claimed || b.owner != m.id || b.seq != m.recvSeq {
+			break // it lost its buffer to an earlier SEND (claimRecv)
+		}
 		cq := Completion{Conn: c, Op: OpRecv, WRID: b.wrid, Stream: m.stream,
 			Bytes: int(m.msgLen), Status: m.status}
 		if m.op == wire.OpSendImm {
 			cq.Imm, cq.HasImm = m.imm, true
 		}
-		b.posted = false
+		b.posted, b.claimed = false, false
 		b.buf = nil
 		c.ep.stats.RecvCompleted++
 		c.ep.complete(cq)
 	}
 	return true
+}
+
+// deadPositions runs when cum has passed the first PSN of a message that
+// waits for the position right before its own. Every PSN of that
+// position then has arrived, so if it is still missing, or its message
+// still incomplete, it lost its packets to packets that took their PSNs
+// first (forged ones, §13: the genuine ones were taken for
+// duplicates). Waiting would stall the stream for good; the positions
+// fail instead (remote invalid request, no effect), and the stream goes
+// on. An honest peer never causes this: its earlier positions are
+// complete by the time cum passes a later one's PSNs, and the scan finds
+// nothing. It is a scan of the message window, run only when cum passes
+// the earliest such PSN.
+func (c *Conn) deadPositions() {
+	r := &c.rcv
+	r.deadSet = false
+	for i := range r.msgs {
+		x := &r.msgs[i]
+		if !x.inUse || !x.complete || x.delivered || int(x.stream) >= len(r.streams) {
+			continue
+		}
+		st := &r.streams[x.stream]
+		if x.streamSeq != st.next+1 || st.stalled {
+			// Only the position right after the one that waits is
+			// evidence: a complete message further ahead may be a
+			// forged one, which would otherwise make every genuine
+			// message up to its position fail.
+			continue
+		}
+		if r.cum.Before(x.low) {
+			if !r.deadSet || x.low.Before(r.deadAt) {
+				r.deadAt, r.deadSet = x.low, true
+			}
+			continue
+		}
+		c.skipDead(x.stream, x.streamSeq)
+		if r.deadSet {
+			continue
+		}
+		// What took effect may have made the next position's message
+		// evidence in turn; look again when cum next moves.
+		r.deadAt, r.deadSet = r.cum, true
+	}
+}
+
+// skipDead fails the positions of stream before upto that have not taken
+// effect, and delivers what then may.
+func (c *Conn) skipDead(stream uint16, upto uint32) {
+	r := &c.rcv
+	st := &r.streams[stream]
+	for int32(st.next-upto) < 0 && !st.stalled {
+		m := r.atPosition(stream, st.next)
+		if m == nil {
+			c.ep.stats.StreamPositionsLost++
+			st.next++
+			continue
+		}
+		if !m.complete {
+			c.ep.stats.StreamPositionsLost++
+			m.status, m.dst, m.complete = StatusRemoteInvalid, nil, true
+		} else {
+			st.pending--
+		}
+		c.deliverRecvStream(stream, m)
+	}
+	if st.stalled {
+		return
+	}
+	if m := r.atPosition(stream, st.next); m != nil && m.complete {
+		st.pending--
+		c.deliverRecvStream(stream, m)
+	}
+}
+
+// atPosition is the message at stream position seq not yet taken effect.
+func (r *receiver) atPosition(stream uint16, seq uint32) *recvMsg {
+	for i := range r.msgs {
+		x := &r.msgs[i]
+		if x.inUse && !x.delivered && x.stream == stream && x.streamSeq == seq {
+			return x
+		}
+	}
+	return nil
 }
 
 // retryStalled resumes streams whose READ waited for a response job.
@@ -464,7 +618,7 @@ func (r *receiver) flush(c *Conn, st Status) {
 	for i := range r.recvs {
 		b := &r.recvs[i]
 		if b.posted {
-			b.posted = false
+			b.posted, b.claimed = false, false
 			c.ep.complete(Completion{Conn: c, Op: OpRecv, WRID: b.wrid, Status: st})
 		}
 	}

@@ -55,6 +55,7 @@ type sendMsg struct {
 	acked     uint32 // packets acknowledged (or consumed)
 	readGot   uint32 // READ: response bytes placed
 	respDone  bool   // READ: every response byte placed (also for zero bytes)
+	awaitResp bool   // READ: request acked, response not done: counted in readsWaiting
 	rnrTries  int
 	next      int32 // next message of the same stream, -1 at the end
 }
@@ -134,6 +135,15 @@ type sender struct {
 	lossDeadline Time
 	rnrWaiting   int
 	rnrDeadline  Time
+	// readsWaiting counts READs whose request is acknowledged and whose
+	// response is not all placed: while there are any, the
+	// retransmission timer runs even with nothing in flight, and a
+	// keepalive PROBE is owed at each expiry (recovery.go responseTimeout).
+	readsWaiting int
+	keepalive    bool
+	// peerAnswered: an RNR or OUT_OF_WINDOW NACK held a PSN since the
+	// retransmission timer last expired (recovery.go senderTimer).
+	peerAnswered bool
 	inflight     int // PSNs in psInflight
 	// Congestion control (congestion/): nil for "none". The window bounds
 	// payload bytes in flight; the pacer spaces packets at its rate.

@@ -34,6 +34,8 @@ type Stats struct {
 	LostDetected                              uint64    // losses found from a path's SACK
 	Timeouts                                  uint64    // RTO expiries
 	TailProbes                                uint64    // tail loss probes sent (§8.4)
+	ResponseTimeouts                          uint64    // RTO expiries with only READ responses awaited (§8.4)
+	StreamPositionsLost                       uint64    // stream positions failed as lost to forged PSNs (§9.1)
 	SpuriousRetx                              uint64    // retransmissions of data already received
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
