@@ -84,6 +84,7 @@ func (d *Daemon) serveControl(ctx context.Context) (*control.Server, func(), err
 			Mask: cfg.IDMask, Tag: cfg.IDTag})
 	}
 	srv := control.NewServer(d.cfg.Limits, engines, d.fallback, d.log)
+	d.ctl = srv
 	done := make(chan struct{})
 	go func() {
 		srv.Serve(ctx, ln)
@@ -107,12 +108,16 @@ func lookupGroup(g string) (int, error) {
 	return strconv.Atoi(grp.Gid)
 }
 
+// credKey carries the caller's credentials to the daemon's own ops.
+type credKey struct{}
+
 // privileged reports whether the caller is root or runs as the daemon.
 func privileged(c proto.Cred) bool { return c.UID == 0 || int(c.UID) == os.Getuid() }
 
 // fallback answers the daemon's own operations.
 func (d *Daemon) fallback(ctx context.Context, cred proto.Cred, h proto.Header, raw []byte, conn *proto.Conn) (any, error) {
 	ctx = withStream(ctx, conn)
+	ctx = context.WithValue(ctx, credKey{}, cred)
 	var req Request
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return nil, proto.Errorf(proto.CodeBadRequest, "%v", err)

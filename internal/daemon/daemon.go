@@ -89,6 +89,9 @@ type engine struct {
 
 // Daemon is a running metaroced.
 type Daemon struct {
+	// ctl is the control server, set once it serves; the daemon's own
+	// ops ask it whose connections are whose.
+	ctl     *control.Server
 	cfg     *config.Config
 	log     *slog.Logger
 	engines []*engine

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("METAROCED_TEST_MAIN") == "1" {
 		os.Exit(Main("metaroced", os.Args[1:], os.Stderr))
 	}
+	if sock := os.Getenv("METAROCED_TEST_WATCH"); sock != "" {
+		os.Exit(watchOnce(sock)) // scope_test.go: a watcher with other credentials
+	}
 	os.Exit(m.Run())
 }
 

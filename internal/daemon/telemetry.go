@@ -21,7 +21,10 @@ import (
 // telemetry.MaxTopConns) and, with paths, each one's paths. With count > 0
 // the stream stops after count snapshots and a final empty response ({})
 // ends it; with count 0 it runs until the client closes the connection.
-// An error ends it as any response does ({"error":...}).
+// An error ends it as any response does ({"error":...}). A caller that is
+// neither root nor the daemon's user sees every engine's totals but only
+// the connections its own sessions made (issue 22: ids and peers are what
+// a forged RESET needs).
 
 // WatchParams are the watch op's parameters (fields of Request).
 type WatchParams struct {
@@ -81,6 +84,17 @@ func (d *Daemon) watch(ctx context.Context, p WatchParams) error {
 		}
 		sctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 		s := telemetry.Take(sctx, engines, opts)
+		if cred, ok := ctx.Value(credKey{}).(proto.Cred); ok && !privileged(cred) && d.ctl != nil {
+			// An unprivileged caller sees its own connections only (and
+			// every engine's totals): ids and peers are what a forged
+			// RESET needs.
+			owned, err := d.ctl.OwnedConns(sctx, cred.UID)
+			if err != nil {
+				cancel()
+				return err
+			}
+			scope(s, owned)
+		}
 		cancel()
 		b, err := json.Marshal(s)
 		if err != nil {
@@ -91,6 +105,24 @@ func (d *Daemon) watch(ctx context.Context, p WatchParams) error {
 		}
 	}
 	return nil
+}
+
+// scope drops from s the connections not in owned (per engine index).
+func scope(s *telemetry.Snapshot, owned []map[uint32]bool) {
+	for i := range s.Engines {
+		e := &s.Engines[i]
+		var ids map[uint32]bool
+		if i < len(owned) {
+			ids = owned[i]
+		}
+		top := e.Top[:0]
+		for _, c := range e.Top {
+			if ids[c.ID] {
+				top = append(top, c)
+			}
+		}
+		e.Top = top
+	}
 }
 
 // Watch asks for a stream of snapshots and calls f with each until f
