@@ -56,7 +56,19 @@ type qp struct {
 	cqDirty  bool // completions committed since the last Notify
 }
 
-func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
+// A queue pair's share of the daemon's budget (budget.go): its two rings'
+// mappings, and their memfds and the daemon's doorbell end.
+const qpMaps, qpFDs = 2, 3
+
+func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
+	if err := resources.take(qpMaps, qpFDs); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			resources.give(qpMaps, qpFDs)
+		}
+	}()
 	sq, err := ring.Create(sqSlots, proto.WRSize)
 	if err != nil {
 		return nil, err
@@ -93,6 +105,7 @@ func (q *qp) close() {
 	q.cq.Close()
 	q.bell.Close()
 	q.closeAppBell()
+	resources.give(qpMaps, qpFDs)
 }
 
 // complete queues one completion for the application.

@@ -54,8 +54,12 @@ func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
 	if n > 1<<40 {
 		return nil, proto.Errorf(proto.CodeBadRequest, "region of %d bytes", length)
 	}
+	if err := resources.take(1, 0); err != nil {
+		return nil, err
+	}
 	m, err := unix.Mmap(fd, int64(base), int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		resources.give(1, 0)
 		return nil, proto.Errorf(proto.CodeBadRegion, "mmap: %v", err)
 	}
 	var acc transport.Access
@@ -79,6 +83,7 @@ func (r *region) unmap() {
 			panic(fmt.Sprintf("control: munmap region %#x: %v", r.key, err)) // our own mapping: cannot fail
 		}
 		r.mapping = nil
+		resources.give(1, 0)
 	}
 }
 

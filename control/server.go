@@ -433,6 +433,10 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 	q, err := newQP(qpn, ss, sqn, cqn)
 	if err != nil {
 		s.freeQPN(qpn)
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			return nil, nil, err // the daemon's budget: a limit, named
+		}
 		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	var maxPayload int
