@@ -62,6 +62,11 @@ type EngineStats struct {
 	RxPackets, TxPackets atomic.Uint64
 	RxBatches, TxBatches atomic.Uint64
 	TxShort              atomic.Uint64 // transport had more to send than the link had room
+	RxStamped            atomic.Uint64 // received packets with the link's arrival time (RxPacket.Arrival)
+	// RxWaitNanos sums, over RxStamped packets, the time between their
+	// arrival and the engine taking them from the link: host receive
+	// delay, which AckDelay and RTT samples leave out.
+	RxWaitNanos          atomic.Uint64
 	Forwarded, FromPeers atomic.Uint64 // packets handed to / taken from other engines
 	BusyNanos, IdleNanos atomic.Uint64
 }
@@ -73,6 +78,11 @@ type Engine struct {
 	ep     *transport.Endpoint
 	driver Driver
 	epoch  time.Time
+	// monoEpoch is CLOCK_MONOTONIC at epoch, to put links' arrival
+	// stamps (RxPacket.Arrival) on the engine's clock: Go's monotonic
+	// clock is CLOCK_MONOTONIC, so the two differ by the nanoseconds
+	// between the two reads.
+	monoEpoch int64
 
 	rx      []RxPacket
 	tx      []TxPacket
@@ -130,6 +140,10 @@ func NewEngine(cfg EngineConfig, link Link, ep *transport.Endpoint, d Driver) *E
 		stopped: make(chan struct{}),
 	}
 	e.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+		e.monoEpoch = ts.Nano() - int64(time.Since(e.epoch))
+	}
 	return e
 }
 
@@ -399,6 +413,7 @@ func (e *Engine) iterate(now transport.Time) bool {
 		e.Stats.RxPackets.Add(uint64(n))
 		e.Stats.RxBatches.Add(1)
 		fwd := 0
+		stamped, wait := uint64(0), uint64(0)
 		for i := range e.rx[:n] {
 			p := &e.rx[i]
 			if e.out != nil {
@@ -408,9 +423,22 @@ func (e *Engine) iterate(now transport.Time) bool {
 					continue
 				}
 			}
-			e.ep.ReceivePort(now, p.From, p.SrcPort, p.CE, p.Payload)
+			if p.Arrival != 0 && e.monoEpoch != 0 {
+				at := transport.Time(p.Arrival - e.monoEpoch)
+				stamped++
+				if at < now {
+					wait += uint64(now - at)
+				}
+				e.ep.ReceiveAt(now, at, p.From, p.SrcPort, p.CE, p.Payload)
+			} else {
+				e.ep.ReceivePort(now, p.From, p.SrcPort, p.CE, p.Payload)
+			}
 		}
 		e.link.Release(e.rx[:n])
+		if stamped > 0 {
+			e.Stats.RxStamped.Add(stamped)
+			e.Stats.RxWaitNanos.Add(wait)
+		}
 		if fwd > 0 {
 			for _, m := range e.out {
 				if m != nil {

@@ -108,6 +108,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, linkRxBatches, ec.RxBatches, l...)
 	counter(ch, linkTxBatches, ec.TxBatches, l...)
 	counter(ch, linkTxShort, ec.TxShort, l...)
+	counter(ch, linkRxStamped, ec.RxStamped, l...)
+	ch <- prometheus.MustNewConstMetric(linkRxWait, prometheus.CounterValue, seconds(ec.RxWaitNanos), l...)
 	counter(ch, handoffSent, ec.Forwarded, l...)
 	counter(ch, handoffReceived, ec.FromPeers, l...)
 	if u := e.UDP; u != nil {

@@ -40,6 +40,8 @@ var (
 	linkRxBatches   = desc("link_rx_batches_total", "Non-empty receive batches.", eng...)
 	linkTxBatches   = desc("link_tx_batches_total", "Non-empty transmit batches.", eng...)
 	linkTxShort     = desc("link_tx_short_total", "Times the transport had more to send than the link had room for.", eng...)
+	linkRxStamped   = desc("link_rx_stamped_packets_total", "Received packets that carried the link's arrival time (the XDP program's stamp).", eng...)
+	linkRxWait      = desc("link_rx_wait_seconds_total", "Summed time stamped packets waited between arrival and the engine: host receive delay.", eng...)
 	linkRxDropped   = desc("link_rx_dropped_total", "Frames the link dropped before the transport, by reason.", engL("reason")...)
 	linkTxDropped   = desc("link_tx_dropped_total", "Packets the link could not send, by reason.", engL("reason")...)
 	handoffSent     = desc("engine_handoff_sent_total", "Packets handed to the engine that owns their connection (RSS put them on this queue).", eng...)

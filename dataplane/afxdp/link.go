@@ -35,6 +35,7 @@
 package afxdp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -195,8 +196,10 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 	for _, d := range l.rx[:n] {
 		var buf []byte
 		handle := d.Addr
+		var arrival int64
 		if l.asm.Idle() && !d.More() {
 			buf = l.sock.Frame(d.Addr, d.Len) // in place, no copy
+			arrival = l.takeArrival(d.Addr)
 		} else {
 			if l.asm.Idle() {
 				var sb []byte
@@ -231,12 +234,33 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 			continue
 		}
 		batch[k] = dataplane.RxPacket{Payload: l.f.Payload, From: l.f.Src, CE: l.f.ECN == 3,
-			SrcPort: l.f.SrcPort, Handle: handle}
+			SrcPort: l.f.SrcPort, Handle: handle, Arrival: arrival}
 		k++
 	}
 	l.Stats.RxFrames += uint64(k)
 	l.held += k
 	return k
+}
+
+// metaLen is the XDP metadata the steering program writes before each
+// packet (bpf/xdp_steer.c): its arrival time, bpf_ktime_get_ns, in host
+// byte order.
+const metaLen = 8
+
+// takeArrival reads the arrival stamp in the metadata before the packet at
+// addr and zeroes it, so a frame the program could not stamp next time
+// (a driver that refuses bpf_xdp_adjust_meta) reads 0, unknown, rather than
+// an earlier packet's time; 0 also when the frame has no room before the
+// packet. Multi-buffer packets carry no metadata (the program does not
+// stamp them).
+func (l *Link) takeArrival(addr uint64) int64 {
+	if addr-l.sock.Pool().FrameStart(addr) < metaLen {
+		return 0
+	}
+	m := l.sock.UMEM()[addr-metaLen : addr]
+	t := int64(binary.NativeEndian.Uint64(m))
+	binary.NativeEndian.PutUint64(m, 0)
+	return t
 }
 
 // putRx gives back a received packet's frame or scratch buffer.
