@@ -451,7 +451,13 @@ func (e *Engine) iterate(now transport.Time) bool {
 	if len(e.in) > 0 {
 		e.now = now
 		if e.inbox == nil {
-			e.inbox = func(s *mailSlot) { e.ep.ReceivePort(e.now, s.from, s.port, s.ce, s.buf[:s.n]) }
+			e.inbox = func(s *mailSlot) {
+				if s.arrival != 0 && e.monoEpoch != 0 {
+					e.ep.ReceiveAt(e.now, transport.Time(s.arrival-e.monoEpoch), s.from, s.port, s.ce, s.buf[:s.n])
+					return
+				}
+				e.ep.ReceivePort(e.now, s.from, s.port, s.ce, s.buf[:s.n])
+			}
 		}
 		for _, m := range e.in {
 			if k := m.drain(e.inbox); k > 0 {
