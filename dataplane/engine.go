@@ -98,6 +98,9 @@ type Engine struct {
 	inbox  func(s *mailSlot)
 	now    transport.Time
 	lastTx int // packets the last TX batch carried (sizes the next reservation)
+	// fakeClock: a test steps the engine with its own clock (Iterate),
+	// so the loop must not read the real one mid-iteration.
+	fakeClock bool
 
 	// runnable samples the runtime's count of goroutines waiting for a P;
 	// runnableLooks counts the looks in a row that found some (goRunnable).
@@ -175,6 +178,16 @@ func (e *Engine) Do(ctx context.Context, f func(now transport.Time)) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// clock is the engine's clock inside an iteration that began at now:
+// never earlier than now, and, for a test stepping the engine with a
+// clock of its own (fakeClock), that clock.
+func (e *Engine) clock(now transport.Time) transport.Time {
+	if e.fakeClock {
+		return now
+	}
+	return max(now, e.Now())
 }
 
 // ErrStopped is Do's answer once Run has returned.
@@ -409,7 +422,7 @@ func (e *Engine) iterate(now transport.Time) bool {
 		// no packet of the batch arrived after it, and the AckDelay
 		// measured from it never exceeds the time the endpoint held the
 		// packet.
-		now = e.Now()
+		now = e.clock(now)
 		e.Stats.RxPackets.Add(uint64(n))
 		e.Stats.RxBatches.Add(1)
 		fwd := 0
@@ -533,7 +546,7 @@ func (e *Engine) flush(now transport.Time) bool {
 				// stampEvery packets' writing (a few microseconds)
 				// before SubmitTx, never the iteration's clock, which
 				// an earlier batch of this flush may have aged.
-				now = e.Now()
+				now = e.clock(now)
 			}
 			p := &e.tx[n]
 			d, ok := e.ep.Transmit(now, p.Buf)
