@@ -5,7 +5,8 @@
 //
 // A loop iteration reads the clock, takes a batch of received
 // packets from its Link, reads the clock again (the batch's arrival time,
-// from which acks measure their AckDelay: docs/spec.md §5.1) and hands
+// from which acks measure their AckDelay: docs/spec.md §5.1, for packets
+// whose link did not stamp their arrival: RxPacket.Arrival) and hands
 // each to the transport (which places
 // payload into registered memory), gives the frames back, fires due
 // timers, reports completions to its Driver (the daemon's: the
