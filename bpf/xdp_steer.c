@@ -202,6 +202,21 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 	if (payload[0] != METAROCE_VERSION)
 		return drop(COUNTER_DROPPED_VERSION);
 
+	// The arrival time, in the frame's metadata (the 8 bytes before the
+	// packet, which AF_XDP copies into the UMEM frame with it): the
+	// engine measures AckDelay and RTT samples from it (docs/spec.md
+	// §5.1), so neither includes the time the packet then waits in the
+	// RX ring for a busy or descheduled engine. A driver without
+	// metadata support refuses the adjustment, and the engine then
+	// stamps the packet itself when it takes it from the ring.
+	if (!frags && bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
+		void *data = (void *)(long)ctx->data;
+		__u64 *meta = (void *)(long)ctx->data_meta;
+
+		if ((void *)(meta + 1) <= data)
+			*meta = bpf_ktime_get_ns();
+	}
+
 	// The socket for this queue, or XDP_PASS when the slot is empty (no
 	// socket bound yet, or the queue index is beyond the map).
 	long action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);

@@ -3,13 +3,20 @@
 // transport.Endpoint outright, so nothing on the per-packet path takes a
 // lock.
 //
-// A loop iteration reads the clock once, takes a batch of received
-// packets from its Link and hands each to the transport (which places
+// A loop iteration reads the clock, takes a batch of received
+// packets from its Link, reads the clock again (the batch's arrival time,
+// from which acks measure their AckDelay: docs/spec.md §5.1, for packets
+// whose link did not stamp their arrival: RxPacket.Arrival) and hands
+// each to the transport (which places
 // payload into registered memory), gives the frames back, fires due
 // timers, reports completions to its Driver (the daemon's: the
-// applications' shared-memory queue pairs), then reserves a batch of transmit
-// buffers, lets the transport write packets straight into them, and
-// submits the batch with at most one syscall.
+// applications' shared-memory queue pairs), then reserves batches of at
+// most 16 transmit buffers, lets the transport write packets straight
+// into them, reading the clock every 4 packets so each is stamped within
+// a few microseconds of its hand-off (§4.2), and submits each batch with
+// at most one syscall. The link bounds what it holds uncompleted (the
+// AF_XDP link's TxBudget), so a packet's stamp is also close to its
+// departure; while the budget is spent the engine keeps polling.
 //
 // Adaptive polling, in three phases. While iterations find work the
 // engine spins. Idle, it first spins hot for SpinIterations iterations
@@ -31,7 +38,7 @@
 // blocks in Link.Poll (and, for a Sleeper driver, on its wake-up
 // descriptor) until a packet may have arrived, the next transport timer,
 // or MaxSleep, whichever is first. An idle engine therefore costs no CPU
-// after a bounded spin. The loop reads the clock once per iteration.
+// after a bounded spin.
 //
 // Links: the AF_XDP backend (dataplane/afxdp), the UDP-socket backend
 // (dataplane/udplink) and an in-memory twin (MemLink) for tests all

@@ -6,4 +6,7 @@ import "github.com/metaroce/metaroce/transport"
 // lives in the external test package (it drives the engines with
 // internal/gentest's writer and target, which import this package) and
 // steps two engines on one goroutine with a clock of its own.
-func (e *Engine) Iterate(now transport.Time) bool { return e.iterate(now) }
+func (e *Engine) Iterate(now transport.Time) bool {
+	e.fakeClock = true
+	return e.iterate(now)
+}

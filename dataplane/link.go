@@ -13,6 +13,11 @@ type RxPacket struct {
 	CE      bool   // the IP header carried ECN CE
 	SrcPort uint16 // the UDP source port: the path entropy
 	Handle  uint64 // the backend's reference to the frame
+	// Arrival is when the packet reached the host, in CLOCK_MONOTONIC
+	// nanoseconds (the XDP program's bpf_ktime_get_ns, or the kernel's
+	// receive timestamp); 0 when the link cannot tell, and the engine
+	// then takes the time it received the batch.
+	Arrival int64
 }
 
 // TxPacket is one packet to send. ReserveTx sets Buf to the room for the

@@ -58,6 +58,10 @@ type mailSlot struct {
 	ce   bool
 	n    int
 	buf  []byte
+	// arrival is the packet's RxPacket.Arrival (CLOCK_MONOTONIC ns, 0
+	// unknown): a forwarded packet keeps its link's stamp, so its
+	// owner's AckDelay and RTT samples leave the hand-off out too.
+	arrival int64
 }
 
 // NewMailbox returns a mailbox of size slots (a power of two) of slotSize
@@ -86,7 +90,7 @@ func (m *Mailbox) put(p *RxPacket) bool {
 		return false
 	}
 	s.n = copy(s.buf, p.Payload)
-	s.from, s.port, s.ce = p.From, p.SrcPort, p.CE
+	s.from, s.port, s.ce, s.arrival = p.From, p.SrcPort, p.CE, p.Arrival
 	m.ptail++
 	return true
 }

@@ -108,6 +108,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, linkRxBatches, ec.RxBatches, l...)
 	counter(ch, linkTxBatches, ec.TxBatches, l...)
 	counter(ch, linkTxShort, ec.TxShort, l...)
+	counter(ch, linkRxStamped, ec.RxStamped, l...)
+	ch <- prometheus.MustNewConstMetric(linkRxWait, prometheus.CounterValue, seconds(ec.RxWaitNanos), l...)
 	counter(ch, handoffSent, ec.Forwarded, l...)
 	counter(ch, handoffReceived, ec.FromPeers, l...)
 	if u := e.UDP; u != nil {
@@ -219,6 +221,9 @@ func collectConn(ch chan<- prometheus.Metric, e *EngineSnapshot, c *ConnSnapshot
 	counter(ch, connCEMarks, c.CEMarks, l...)
 	gauge(ch, connSRTT, seconds(uint64(c.SRTT)), l...)
 	gauge(ch, connMinRTT, seconds(uint64(c.MinRTT)), l...)
+	gauge(ch, connFabricRTT, seconds(uint64(c.FabricRTT)), l...)
+	gauge(ch, connFabricMinRTT, seconds(uint64(c.FabricMinRTT)), l...)
+	gauge(ch, connHostDelay, seconds(uint64(c.HostDelay)), l...)
 	gauge(ch, connPaths, float64(c.PathsActive), with("active")...)
 	gauge(ch, connPaths, float64(c.PathsSuspect), with("suspect")...)
 	gauge(ch, connPathSRTTMin, seconds(uint64(c.PathSRTTMin)), l...)

@@ -75,10 +75,15 @@ type EngineCounters struct {
 	RxBatches  uint64 `json:"rx_batches"`
 	TxBatches  uint64 `json:"tx_batches"`
 	TxShort    uint64 `json:"tx_short"`
-	Forwarded  uint64 `json:"forwarded"`
-	FromPeers  uint64 `json:"from_peers"`
-	BusyNanos  uint64 `json:"busy_ns"`
-	IdleNanos  uint64 `json:"idle_ns"`
+	// RxStamped packets carried the link's arrival time; RxWaitNanos is
+	// their summed wait between arrival and the engine (host receive
+	// delay, which AckDelay and RTT samples leave out: docs/spec.md §5.1).
+	RxStamped   uint64 `json:"rx_stamped"`
+	RxWaitNanos uint64 `json:"rx_wait_ns"`
+	Forwarded   uint64 `json:"forwarded"`
+	FromPeers   uint64 `json:"from_peers"`
+	BusyNanos   uint64 `json:"busy_ns"`
+	IdleNanos   uint64 `json:"idle_ns"`
 }
 
 // EngineSnapshot is one engine: its queue, counters, connections.
@@ -131,6 +136,12 @@ type ConnSnapshot struct {
 	BytesIn  uint64 `json:"bytes_placed"`
 	SRTT     int64  `json:"srtt_ns"`
 	MinRTT   int64  `json:"min_rtt_ns"`
+	// The congestion controller's RTT, host delay left out (the link's
+	// arrival stamps: docs/spec.md §8.9.4), its minimum, and the host
+	// delay (the peer's hold and this host's receive wait, smoothed).
+	FabricRTT    int64 `json:"fabric_rtt_ns"`
+	FabricMinRTT int64 `json:"fabric_min_rtt_ns"`
+	HostDelay    int64 `json:"host_delay_ns"`
 
 	PathsActive  int    `json:"paths_active"`
 	PathsSuspect int    `json:"paths_suspect"`
@@ -190,6 +201,7 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 			RxPackets: st.RxPackets.Load(), TxPackets: st.TxPackets.Load(),
 			RxBatches: st.RxBatches.Load(), TxBatches: st.TxBatches.Load(),
 			TxShort: st.TxShort.Load(), Forwarded: st.Forwarded.Load(), FromPeers: st.FromPeers.Load(),
+			RxStamped: st.RxStamped.Load(), RxWaitNanos: st.RxWaitNanos.Load(),
 			BusyNanos: st.BusyNanos.Load(), IdleNanos: st.IdleNanos.Load(),
 		}
 		if en.UDP != nil {
@@ -349,7 +361,8 @@ func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool)
 	cs := ConnSnapshot{ID: c.LocalID(), PeerID: c.PeerID(), Peer: c.Peer().String(), State: c.State().String(),
 		Sent: st.DataSent, Retx: st.Retransmitted, Acked: st.Acked, Lost: st.Lost, Timeouts: st.Timeouts,
 		BytesOut: st.BytesSent, Received: st.DataReceived, Dups: st.Duplicates, BytesIn: st.BytesPlaced,
-		SRTT: int64(st.SRTT), MinRTT: int64(st.MinRTT)}
+		SRTT: int64(st.SRTT), MinRTT: int64(st.MinRTT),
+		FabricRTT: int64(st.FabricRTT), FabricMinRTT: int64(st.FabricMinRTT), HostDelay: int64(st.HostDelay)}
 	a, n := c.PathCounts()
 	cs.PathsActive, cs.PathsSuspect = a, n-a
 	for _, p := range paths {

@@ -30,7 +30,9 @@ func newLoop(tb testing.TB) *loop { return newLoopMTU(tb, 0) }
 
 // newLoopMTU is newLoop at an MTU (0: the default).
 func newLoopMTU(tb testing.TB, mtu int) *loop {
-	cfg := transport.Config{Seed: 1, MTU: mtu}
+	// The loop has no clock (every call at time 0), so no pacer: it
+	// exercises the packet path, not a congestion controller.
+	cfg := transport.Config{Seed: 1, MTU: mtu, Congestion: transport.CongestionNone}
 	a, err := transport.NewEndpoint(cfg, netip.MustParseAddr("10.0.0.1"))
 	if err != nil {
 		tb.Fatal(err)

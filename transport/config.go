@@ -18,8 +18,8 @@ type Config struct {
 	// transport: one path per connection, go-back-N, no repathing (§8.8).
 	Mode Mode
 	// Congestion names the congestion controller (congestion.Names):
-	// "none" (the send window alone; the default, for the reason at
-	// Defaults), "metaroce", "receiver-hint" or "dcqcn".
+	// "metaroce" (the default), "receiver-hint", "dcqcn" or "none" (the
+	// send window alone).
 	Congestion string
 	// LineRateBps, BaseRTT and InitialWindow (bytes) seed the controller.
 	// LineRateBps is also the downlink the receiver shares out in its
@@ -134,14 +134,12 @@ type Config struct {
 // Defaults are the values Validate fills in. Each has its reason:
 var Defaults = Config{
 	Mode: ModeMetaRoCE,
-	// None: the send window alone. The controllers need RTT samples
-	// whose host part is small beside the fabric's queueing (NIC
-	// timestamps, or the simulator, which defaults to metaroce and where
-	// it beats dcqcn and none on every figure: docs/sim.md). A software
-	// dataplane timestamps in the engine, whose wake-up latency grows as
-	// its rate falls; measured over the in-memory link, every controller
-	// there cut itself to a standstill (docs/spec.md §8.9.4).
-	Congestion:    CongestionNone,
+	// metaroce, as in the simulator and with its constants: the delay
+	// loop runs on fabric samples (fabric.go), taken from the link's
+	// arrival stamps where it has them (the AF_XDP link's XDP program),
+	// so a software host's wake-ups and batching stay out of them
+	// (docs/spec.md §8.9.4).
+	Congestion:    "metaroce",
 	LineRateBps:   100e9,                 // a 100 Gb/s NIC, the commodity AI-cluster port today
 	BaseRTT:       10 * time.Microsecond, // one switch hop and two NIC traversals
 	InitialWindow: 16 * 1024,             // a few packets: 32 senders x 16 KiB fit any switch buffer

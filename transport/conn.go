@@ -91,6 +91,11 @@ type ConnStats struct {
 	DataReceived, Duplicates, BytesPlaced          uint64
 	NacksSent, NacksReceived                       uint64
 	SRTT, MinRTT                                   Duration
+	// FabricRTT and FabricMinRTT are the congestion controller's
+	// samples, host delay left out (fabric.go): the latest and the
+	// smallest; HostDelay is the smoothed rest of the recovery sample
+	// (the receiver's hold and this host's receive wait).
+	FabricRTT, FabricMinRTT, HostDelay Duration
 }
 
 // State returns the connection's state.
@@ -111,6 +116,7 @@ func (c *Conn) Peer() netip.Addr { return c.peer }
 func (c *Conn) Stats() ConnStats {
 	s := c.stats
 	s.SRTT, s.MinRTT = c.snd.rtt.srtt, c.snd.rtt.min
+	s.FabricRTT, s.FabricMinRTT, s.HostDelay = c.snd.fabric.latest, c.snd.fabric.min, c.snd.fabric.host
 	return s
 }
 

@@ -32,6 +32,9 @@ type Endpoint struct {
 	cfg   Config
 	local netip.Addr
 	rng   *rand.Rand
+	// rxArrival is the arrival time of the packet ReceiveAt is handing
+	// in (arrival.go), 0 outside it.
+	rxArrival Time
 
 	conns    map[uint32]*Conn
 	byPeer   map[peerKey]*Conn

@@ -28,17 +28,19 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
-	var rtt Duration
+	var rtt, fabric Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
-		rtt = Duration(now-Time(ts)) - Duration(a.AckDelay())
+		rtt = c.recoverySample(now, ts, a.AckDelay()) // fabric.go
+		fabric = c.fabricSample(now, ts, a.AckDelay())
 		if t := c.snd.tx(p, h); t.hs && t.live && pid == 0 {
 			// The handshake probe's answer: an RTO's worth of RTT,
 			// not a data packet's (no minimum, no controller sample).
 			s.rtt.sampleHandshake(rtt)
 			c.ep.sampleHandshakeRTT(now, rtt)
-			rtt = 0
+			rtt, fabric = 0, 0
 		} else {
 			s.rtt.sample(rtt)
+			s.sampleFabric(rtt, fabric)
 		}
 		if rtt > 0 {
 			c.ep.stats.RTT.Observe(rtt)
@@ -60,7 +62,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	c.advanceUna()
 	if s.cc != nil && (s.ackedBytes > 0 || rtt > 0) {
 		marked := int(a.CECount()) * c.maxPayload
-		s.cc.OnAck(int64(now), congestion.AckSample{Bytes: s.ackedBytes, RTT: rtt, MinRTT: s.rtt.min,
+		s.cc.OnAck(int64(now), congestion.AckSample{Bytes: s.ackedBytes, RTT: fabric, MinRTT: s.fabric.min,
 			Marked: min(marked, max(s.ackedBytes, marked)), Path: pid, RateHint: uint64(a.RateHint()) * 1e6,
 			InFlight: s.inflightBytes})
 		s.ackedBytes = 0

@@ -187,7 +187,7 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 		// A probe asks only "does this path work": ack it at once.
 		e.stats.ProbesReceived++
 		p := r.path(pid)
-		p.record(now, d.PathSeq(), 0, d.Timestamp(), false)
+		p.record(c.ep.arrival(now), d.PathSeq(), 0, d.Timestamp(), false)
 		p.entropy = srcPort
 		r.queueAck(p)
 		return
@@ -198,7 +198,7 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 		e.stats.Duplicates++
 		c.stats.Duplicates++
 		p := r.path(pid)
-		p.record(now, d.PathSeq(), psn, d.Timestamp(), ce)
+		p.record(c.ep.arrival(now), d.PathSeq(), psn, d.Timestamp(), ce)
 		p.entropy = srcPort
 		r.queueAck(p) // the sender resends because it lacks our acks: tell it now
 		return
@@ -249,7 +249,7 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 		r.hint = e.fair.Observe(int64(now), uint64(c.localID), d.PayloadLen())
 	}
 	p := r.path(pid)
-	p.record(now, d.PathSeq(), psn, d.Timestamp(), ce)
+	p.record(c.ep.arrival(now), d.PathSeq(), psn, d.Timestamp(), ce)
 	p.entropy = srcPort
 	p.pending++
 	if p.pending == 1 {

@@ -120,8 +120,9 @@ type sender struct {
 	newestAckedSent Time
 
 	rtt         rttEstimator
-	reoMult     int // reorder window multiplier, raised by spurious losses
-	reoQuiet    int // losses since the last spurious one (decays reoMult)
+	fabric      fabricRTT // the congestion controller's samples (fabric.go)
+	reoMult     int       // reorder window multiplier, raised by spurious losses
+	reoQuiet    int       // losses since the last spurious one (decays reoMult)
 	spurious    uint64
 	rto         Duration
 	rtoDeadline Time

@@ -151,27 +151,31 @@ type connRates map[uint32][2]float64 // sent, placed bytes per second
 // writeQPs prints every listed connection of every engine.
 func writeQPs(out io.Writer, s *telemetry.Snapshot, rates connRates) {
 	tw := table(out)
-	hdr := "IFACE\tQ\tCONN\tPEER\tSTATE\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tPATHS A/S\tREPATHS\tCE\tCWND"
+	hdr := "IFACE\tQ\tCONN\tPEER\tSTATE\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tFABRIC RTT\tFABRIC MIN\tHOST DELAY\tPATHS A/S\tREPATHS\tCE\tCWND\tRATE"
 	if rates != nil {
-		hdr = "IFACE\tQ\tCONN\tPEER\tSTATE\tTX/s\tRX/s\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tPATHS A/S\tREPATHS\tCE\tCWND"
+		hdr = "IFACE\tQ\tCONN\tPEER\tSTATE\tTX/s\tRX/s\tSENT\tPLACED\tRETX\tLOST\tTIMEOUTS\tSRTT\tMIN RTT\tFABRIC RTT\tFABRIC MIN\tHOST DELAY\tPATHS A/S\tREPATHS\tCE\tCWND\tRATE"
 	}
 	fmt.Fprintln(tw, hdr)
 	for i := range s.Engines {
 		e := &s.Engines[i]
 		for j := range e.Top {
 			c := &e.Top[j]
-			cwnd := "-"
+			cwnd, rate := "-", "-"
 			if c.Congestion != nil {
 				cwnd = bytesStr(float64(c.Congestion.Window))
+				if c.Congestion.PacingRate > 0 {
+					rate = bitsStr(float64(c.Congestion.PacingRate))
+				}
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t", e.Iface, e.Queue, telemetry.ConnID(c.ID), c.Peer, c.State)
 			if rates != nil {
 				r := rates[c.ID]
 				fmt.Fprintf(tw, "%s\t%s\t", bitsStr(8*r[0]), bitsStr(8*r[1]))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d/%d\t%d\t%d\t%s\n",
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n",
 				bytesStr(float64(c.BytesOut)), bytesStr(float64(c.BytesIn)), c.Retx, c.Lost, c.Timeouts,
-				durStr(c.SRTT), durStr(c.MinRTT), c.PathsActive, c.PathsSuspect, c.Repaths, c.CEMarks, cwnd)
+				durStr(c.SRTT), durStr(c.MinRTT), durStr(c.FabricRTT), durStr(c.FabricMinRTT), durStr(c.HostDelay),
+				c.PathsActive, c.PathsSuspect, c.Repaths, c.CEMarks, cwnd, rate)
 		}
 	}
 	tw.Flush()

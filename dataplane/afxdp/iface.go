@@ -26,6 +26,8 @@ type IfaceConfig struct {
 	MTU  int
 	Mode bpf.Mode
 	XSK  xsk.Config
+	// TxBudget is each link's Config.TxBudget (0: the default).
+	TxBudget int
 	// DSCP for data and control packets.
 	DSCPData, DSCPControl uint8
 }
@@ -99,7 +101,7 @@ func OpenIface(cfg IfaceConfig) (_ *Iface, err error) {
 	for _, q := range cfg.Queues {
 		l, err := Open(Config{Ifindex: ifi.Index, Ifname: cfg.Name, Queue: q, Local: cfg.Local, LocalMAC: mac,
 			Port: cfg.Port, MTU: cfg.MTU, DSCPData: cfg.DSCPData, DSCPControl: cfg.DSCPControl, XSK: cfg.XSK,
-			XDPMode: fi.Attachment.Mode.String()}, fi.Resolver)
+			TxBudget: cfg.TxBudget, XDPMode: fi.Attachment.Mode.String()}, fi.Resolver)
 		if err != nil {
 			return nil, err
 		}

@@ -181,6 +181,14 @@ func (l *Link) open(notes *[]string) error {
 			*notes = append(*notes, fmt.Sprintf("%s %d KiB, capped by net.core.%s", b.name, v/2/1024, b.sysctl))
 		}
 	}
+	// Receive timestamps (SCM_TIMESTAMPNS, taken when the kernel received
+	// the packet): the packets' arrival (dataplane.RxPacket.Arrival), so
+	// AckDelay and RTT samples leave out the time they wait in the
+	// socket for the engine (docs/spec.md §5.1). Refused, packets carry
+	// no arrival and the engine stamps them.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		*notes = append(*notes, fmt.Sprintf("no receive timestamps: SO_TIMESTAMPNS: %v", err))
+	}
 	if cfg.GSO {
 		// getsockopt UDP_SEGMENT exists exactly where sending with it does
 		// (Linux 4.18); EIO at send time (no checksum offload on the route's

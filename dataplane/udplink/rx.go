@@ -67,6 +67,9 @@ type rxResult struct {
 	from netip.Addr
 	port uint16 // source port, host order
 	tos  uint8
+	// arrival is the kernel's receive time on CLOCK_MONOTONIC (0 none),
+	// for every segment of a GRO datagram alike.
+	arrival int64
 }
 
 func (r *rxState) init(batch, slotSize int, v4 bool) {
@@ -174,6 +177,13 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 func (l *Link) parse(got int) {
 	r := &l.rx
 	r.head, r.tail, r.off = 0, 0, 0
+	// SCM_TIMESTAMPNS is CLOCK_REALTIME; the engine's clock is
+	// CLOCK_MONOTONIC. One offset per batch (two vDSO reads) converts.
+	var off int64
+	var rt, mt unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &rt) == nil && unix.ClockGettime(unix.CLOCK_MONOTONIC, &mt) == nil {
+		off = rt.Nano() - mt.Nano()
+	}
 	for i := range got {
 		m := &r.vec[i]
 		s := r.inVec[i]
@@ -209,6 +219,9 @@ func (l *Link) parse(got int) {
 		}
 		r.res[r.tail] = rxResult{slot: s, n: size, seg: meta.seg, from: addrOf(&r.names[i], r.v4),
 			port: portOf(&r.names[i]), tos: meta.tos}
+		if meta.rx != 0 && off != 0 {
+			r.res[r.tail].arrival = meta.rx - off
+		}
 		r.tail++
 	}
 }
@@ -231,6 +244,7 @@ func (l *Link) deliver(batch []dataplane.RxPacket) int {
 			CE:      res.tos&ecnMask == ecnCE,
 			SrcPort: res.port,
 			Handle:  rxHandle(res.slot, sl.gen),
+			Arrival: res.arrival,
 		}
 		sl.refs++
 		k++

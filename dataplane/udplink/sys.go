@@ -49,7 +49,7 @@ const (
 	// rxCtlLen is the control buffer of one receive slot: the TOS or
 	// TCLASS cmsg and the UDP_GRO cmsg, with room to spare (a larger one
 	// sets MSG_CTRUNC, which drops the datagram).
-	rxCtlLen = 64
+	rxCtlLen = 128 // + SCM_TIMESTAMPNS, 32 bytes
 	// txCtlLen is the control buffer of one send entry: the TOS or TCLASS
 	// cmsg, then UDP_SEGMENT when the entry carries a GSO run.
 	txCtlLen = 64
@@ -81,6 +81,7 @@ func ptrAt(b []byte, off int) unsafe.Pointer { return unsafe.Pointer(&b[off]) }
 type rxMeta struct {
 	tos uint8 // IPv4 TOS or IPv6 traffic class
 	seg int   // UDP_GRO segment size; 0 when the datagram was not coalesced
+	rx  int64 // SCM_TIMESTAMPNS: when the kernel received it, CLOCK_REALTIME ns; 0 none
 }
 
 // parseCmsgs walks the control messages of a received datagram. It knows
@@ -101,6 +102,9 @@ func parseCmsgs(b []byte) rxMeta {
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
 			// The traffic class is an int in host order.
 			m.tos = uint8(*(*int32)(unsafe.Pointer(&data[0])))
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= 16:
+			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
+			m.rx = ts.Nano()
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
 			m.seg = int(*(*int32)(unsafe.Pointer(&data[0])))
 		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 2:

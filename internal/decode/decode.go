@@ -231,6 +231,12 @@ func writeText(out io.Writer, s *Summary, pkts []*Packet, list bool) error {
 				w.printf("    rtt from the capture point: min %.1f us, p50 %.1f us, max %.1f us (%d samples)\n",
 					d.RTT.MinUs, d.RTT.P50Us, d.RTT.MaxUs, d.RTT.Samples)
 			}
+			if t := d.Stamps; t != nil {
+				w.printf("    timestamps: %d distinct, up to %d transmissions share one (captured over %.1f us at most); lag behind the fastest p50 %.1f us, p99 %.1f us, max %.1f us\n",
+					t.Distinct, t.MaxShare, t.SpreadMaxUs, t.LagP50Us, t.LagP99Us, t.LagMaxUs)
+				w.printf("    ack delay: %d of %d matched acks claim more than the capture allows (by up to %.1f us)\n",
+					t.AckDelayOver, t.Acks, t.AckDelayOverMaxUs)
+			}
 			if len(d.Paths) > 0 {
 				w.printf("    %-5s %8s %6s %6s %6s %6s %6s\n", "path", "transmit", "retx", "probes", "gaps", "lost", "acks")
 				for _, p := range d.Paths {

@@ -61,20 +61,27 @@ type DirSummary struct {
 	Opcodes map[string]int `json:"opcodes"`
 	// Entropy is the distinct UDP source ports of this sender's packets
 	// (§2.3), data and control alike.
-	Entropy     []uint16          `json:"entropy"`
-	DataEntropy int               `json:"data_entropy_values"`
-	Paths       []*PathSummary    `json:"paths"`
-	Transmits   int               `json:"transmissions"`
-	Retransmits int               `json:"retransmissions"`
-	PSNs        int               `json:"distinct_psns"`
-	Nacks       map[string]int    `json:"nacks_received,omitempty"`
-	RTT         *RTTSummary       `json:"rtt,omitempty"`
+	Entropy     []uint16       `json:"entropy"`
+	DataEntropy int            `json:"data_entropy_values"`
+	Paths       []*PathSummary `json:"paths"`
+	Transmits   int            `json:"transmissions"`
+	Retransmits int            `json:"retransmissions"`
+	PSNs        int            `json:"distinct_psns"`
+	Nacks       map[string]int `json:"nacks_received,omitempty"`
+	RTT         *RTTSummary    `json:"rtt,omitempty"`
+	// Stamps is what the data packets' Timestamps say about when they
+	// were stamped (§4.2): how many share one, and how late each reached
+	// the capture point after it.
+	Stamps      *StampSummary     `json:"timestamps,omitempty"`
 	entropy     map[uint16]bool   `json:"-"`
 	dataEntropy map[uint16]bool   `json:"-"`
 	psns        map[uint32]bool   `json:"-"`
 	paths       map[uint16]*pathT `json:"-"`
 	sent        map[uint64]sentAt // by PathID<<32 | PathSeq
 	rtts        []time.Duration
+	stamps      map[uint64]*stampGroup // data transmissions by Timestamp
+	lags        []int64                // capture time less Timestamp, ns (an unknown clock offset included)
+	overDelay   []time.Duration        // acks whose AckDelay exceeds the capture's bound: by how much
 }
 
 // PathSummary is one logical path of a direction.
@@ -117,6 +124,37 @@ type RTTSummary struct {
 	MinUs   float64 `json:"min_us"`
 	P50Us   float64 `json:"p50_us"`
 	MaxUs   float64 `json:"max_us"`
+}
+
+// StampSummary describes a direction's data Timestamps (§4.2) against
+// the capture. The sender's clock and the capture's differ by an unknown
+// offset, so lag is reported beyond its minimum: a packet stamped when it
+// was handed to the link reaches a capture point one hop away within a
+// few microseconds of the fastest, and one stamped when its batch was
+// formed, behind hundreds of others, arrives milliseconds late.
+type StampSummary struct {
+	Distinct int `json:"distinct"`
+	// MaxShare is the most data transmissions that carry one Timestamp.
+	MaxShare int `json:"max_share"`
+	// SpreadMaxUs is the longest time between the first and the last
+	// capture of transmissions that carry one Timestamp.
+	SpreadMaxUs float64 `json:"spread_max_us"`
+	// Lag beyond the minimum: capture time less Timestamp.
+	LagP50Us float64 `json:"lag_p50_us"`
+	LagP99Us float64 `json:"lag_p99_us"`
+	LagMaxUs float64 `json:"lag_max_us"`
+	// AckDelayOver counts the acks of this direction's data whose
+	// AckDelay exceeds the time between the data's capture and the ack's
+	// (the receiver cannot have held a packet longer than that: §5.1),
+	// and AckDelayOverMaxUs is by how much at most.
+	AckDelayOver      int     `json:"ack_delay_over"`
+	AckDelayOverMaxUs float64 `json:"ack_delay_over_max_us"`
+	Acks              int     `json:"acks_matched"`
+}
+
+type stampGroup struct {
+	n           int
+	first, last time.Time
 }
 
 // Event is one line of a handshake timeline.
@@ -248,7 +286,8 @@ func (c *ConnSummary) dir(byA bool) *DirSummary {
 	d := c.dirs[byA]
 	if d == nil {
 		d = &DirSummary{Opcodes: map[string]int{}, entropy: map[uint16]bool{}, dataEntropy: map[uint16]bool{},
-			psns: map[uint32]bool{}, paths: map[uint16]*pathT{}, sent: map[uint64]sentAt{}}
+			psns: map[uint32]bool{}, paths: map[uint16]*pathT{}, sent: map[uint64]sentAt{},
+			stamps: map[uint64]*stampGroup{}}
 		d.From, d.To = c.A, c.B
 		if !byA {
 			d.From, d.To = c.B, c.A
@@ -300,6 +339,16 @@ func (c *ConnSummary) add(p *Packet, byA bool, t0 time.Time) {
 			d.Retransmits++
 		}
 		d.sent[uint64(k.PathID())<<32|uint64(k.PathSeq())] = sentAt{p.Time, k.Timestamp()}
+		if op != wire.OpProbe {
+			g := d.stamps[k.Timestamp()]
+			if g == nil {
+				g = &stampGroup{first: p.Time}
+				d.stamps[k.Timestamp()] = g
+			}
+			g.n++
+			g.last = p.Time
+			d.lags = append(d.lags, p.Time.UnixNano()-int64(k.Timestamp()))
+		}
 	case wire.ClassAck:
 		// An ack speaks for the other direction's path.
 		a := wire.Ack(p.b)
@@ -319,6 +368,8 @@ func (c *ConnSummary) add(p *Packet, byA bool, t0 time.Time) {
 		if at, ok := od.sent[uint64(a.PathID())<<32|uint64(top)]; ok && at.ts == a.EchoTimestamp() {
 			if r := p.Time.Sub(at.t) - time.Duration(a.AckDelay()); r >= 0 {
 				od.rtts = append(od.rtts, r)
+			} else {
+				od.overDelay = append(od.overDelay, -r)
 			}
 		}
 	case wire.ClassNack:
@@ -396,6 +447,26 @@ func (c *ConnSummary) finish() {
 			us := func(x time.Duration) float64 { return float64(x) / 1e3 }
 			d.RTT = &RTTSummary{Samples: n, MinUs: us(d.rtts[0]), P50Us: us(d.rtts[n/2]), MaxUs: us(d.rtts[n-1])}
 		}
+		d.Stamps = d.stampSummary()
 		c.Directions = append(c.Directions, d)
 	}
+}
+
+func (d *DirSummary) stampSummary() *StampSummary {
+	if len(d.lags) == 0 {
+		return nil
+	}
+	us := func(x int64) float64 { return float64(x) / 1e3 }
+	s := &StampSummary{Distinct: len(d.stamps), Acks: len(d.rtts) + len(d.overDelay), AckDelayOver: len(d.overDelay)}
+	for _, g := range d.stamps {
+		s.MaxShare = max(s.MaxShare, g.n)
+		s.SpreadMaxUs = max(s.SpreadMaxUs, us(int64(g.last.Sub(g.first))))
+	}
+	slices.Sort(d.lags)
+	lo, n := d.lags[0], len(d.lags)
+	s.LagP50Us, s.LagP99Us, s.LagMaxUs = us(d.lags[n/2]-lo), us(d.lags[n*99/100]-lo), us(d.lags[n-1]-lo)
+	for _, o := range d.overDelay {
+		s.AckDelayOverMaxUs = max(s.AckDelayOverMaxUs, us(int64(o)))
+	}
+	return s
 }

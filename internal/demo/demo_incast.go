@@ -459,7 +459,12 @@ func jain(xs []float64) float64 {
 // named controller (the daemon's congestion key).
 func runIncastMetaroce(c *IncastContender, o incastOpts, port *testnet.ECNPort, self, dir string, recv *testnet.Host, senders []*testnet.Host, cc string) error {
 	hosts := append([]*testnet.Host{recv}, senders...)
-	ds, err := startDaemons(self, dir, o.backend, cc, hosts, "congestion: "+cc+"\n")
+	// The hosts' downlink is the receiver's switch port: the daemons are
+	// told its rate (line_rate_bps), as a deployment tells them its NICs',
+	// so the receiver's fair-share hints (spec §8.9.3) divide 200 Mb/s,
+	// not the 100 Gb/s default.
+	ds, err := startDaemons(self, dir, o.backend, cc, hosts,
+		fmt.Sprintf("congestion: %s\ntransport:\n  line_rate_bps: %d\n", cc, o.rate))
 	if err != nil {
 		return err
 	}

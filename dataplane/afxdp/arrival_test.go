@@ -1,0 +1,85 @@
+package afxdp
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/metaroce/metaroce/bpf"
+	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/wire"
+)
+
+func monoNow(t *testing.T) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// TestArrivalStamp: the XDP program stamps each MetaRoCE packet's arrival
+// into the frame's metadata and the link hands it over: the stamp lies
+// between the moment the packet was submitted at the other end and the
+// moment Receive returned it, and it is the packet's own (a frame
+// reused for a later packet carries the later packet's time).
+func TestArrivalStamp(t *testing.T) {
+	p := testnet.NewPair(t, testnet.Config{})
+	open := func(h *testnet.Host) *Iface {
+		var fi *Iface
+		if err := h.Do(func() error {
+			var err error
+			fi, err = OpenIface(IfaceConfig{Name: h.Port.Name, Port: 4792, Mode: bpf.ModeAuto})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fi.Close() })
+		return fi
+	}
+	fa, fb := open(p.A), open(p.B)
+	la, lb := fa.Links[0], fb.Links[0]
+	tx := make([]dataplane.TxPacket, 1)
+	rx := make([]dataplane.RxPacket, 8)
+	got := 0
+	for i := 0; got < 50 && i < 5000; i++ {
+		if la.ReserveTx(tx) != 1 {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: 1, PathSeq: uint32(i), Timestamp: 1}
+		h.Put(tx[0].Buf)
+		n := wire.DataLen + wire.TrailerLen
+		wire.Seal(tx[0].Buf[:n])
+		tx[0].Len, tx[0].Dst, tx[0].SrcPort = n, fb.Local, 50000
+		sent := monoNow(t)
+		if err := la.SubmitTx(tx); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			k := lb.Receive(rx)
+			if k == 0 {
+				continue
+			}
+			after := monoNow(t)
+			for _, r := range rx[:k] {
+				if r.Arrival == 0 {
+					t.Fatalf("packet %d: no arrival stamp (XDP mode %v)", i, fb.Attachment.Mode)
+				}
+				if r.Arrival < sent || r.Arrival > after {
+					t.Errorf("packet %d: arrival %d ns after its submission, %d ns before Receive returned: not its own stamp",
+						i, r.Arrival-sent, after-r.Arrival)
+				}
+			}
+			lb.Release(rx[:k])
+			got += k
+			break
+		}
+	}
+	if got < 50 {
+		t.Fatalf("only %d of 50 probes arrived (A: %+v)", got, la.Stats)
+	}
+}
