@@ -273,6 +273,7 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		if q.state == qpConnecting {
 			q.state = qpConnected
 			q.peer = c.Conn.Peer()
+			q.event(proto.EventConnected, proto.StatusOK)
 			q.signal(nil)
 		}
 		return
@@ -280,9 +281,17 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		delete(d.byConn, c.Conn)
 		if q.conn == c.Conn {
 			was := q.state
-			q.state = qpClosed
-			if was == qpConnecting {
+			q.state, q.reason = qpClosed, statusOf(c.Status)
+			switch was {
+			case qpConnecting:
+				ev := proto.EventFailed
+				if c.Status == transport.StatusRetryExceeded {
+					ev = proto.EventRetryExceeded
+				}
+				q.event(ev, q.reason)
 				q.signal(proto.Errorf(proto.CodeConnect, "connection to %v failed: %v", c.Conn.Peer(), c.Status))
+			case qpConnected:
+				q.event(closedEvent(c.Status), q.reason)
 			}
 		}
 		return
@@ -316,6 +325,7 @@ func (d *EngineDriver) accept(e *dataplane.Engine, now transport.Time, c *transp
 	q.conn, q.state, q.peer = c, qpConnected, c.Peer()
 	d.byConn[c] = q
 	e.Endpoint().Unlisten(q.qpn)
+	q.event(proto.EventConnected, proto.StatusOK)
 	q.signal(nil)
 	return q
 }

@@ -54,6 +54,10 @@ type qp struct {
 	pending  []proto.CQE
 	overflow uint64
 	cqDirty  bool // completions committed since the last Notify
+	// events: the application asked for connection events in its CQ
+	// (create_qp's events); reason is why the connection closed.
+	events bool
+	reason proto.CQStatus
 }
 
 func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
@@ -110,6 +114,44 @@ func (q *qp) complete(c proto.CQE) {
 		return
 	}
 	q.pending = append(q.pending, c)
+}
+
+// event reports a connection event to the application, in order with
+// its completions, if it asked for events. pending has room for it as for
+// any completion (and counts it as an overflow if not).
+func (q *qp) event(ev proto.QPEvent, st proto.CQStatus) {
+	if q.events {
+		q.complete(proto.CQE{Op: proto.CQEvent, Event: ev, Status: st})
+	}
+}
+
+// closedEvent maps why a connected queue pair's connection closed onto
+// its event.
+func closedEvent(st transport.Status) proto.QPEvent {
+	switch st {
+	case transport.StatusFlushed, transport.StatusReset:
+		// Flushed: the peer's DISCONNECT (a close of ours would have
+		// come from destroy_qp, which takes the queue pair away
+		// first). Reset: the peer no longer knows the connection (its
+		// daemon restarted, or dropped it).
+		return proto.EventPeerClosed
+	case transport.StatusRetryExceeded:
+		return proto.EventRetryExceeded
+	}
+	return proto.EventFailed
+}
+
+// stateName is the queue pair's state as query_qp names it.
+func (q *qp) stateName() string {
+	switch q.state {
+	case qpIdle:
+		return proto.QPStateIdle
+	case qpConnecting:
+		return proto.QPStateConnecting
+	case qpConnected:
+		return proto.QPStateConnected
+	}
+	return proto.QPStateClosed
 }
 
 // flushCQ moves pending completions into the CQ and wakes the

@@ -262,6 +262,8 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		err = s.accept(ctx, ss, &req, &resp)
 	case proto.OpDestroyQP:
 		err = s.destroyQP(ctx, ss, req.QPN)
+	case proto.OpQueryQP:
+		err = s.queryQP(ctx, ss, req.QPN, &resp)
 	case proto.OpSession:
 		s.mu.Lock()
 		resp.Regions, resp.QPs, resp.Bytes = len(ss.regions), len(ss.qps), ss.bytes
@@ -435,6 +437,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		s.freeQPN(qpn)
 		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
+	q.events = req.Events
 	var maxPayload int
 	var aerr error
 	if err := e.E.Do(ctx, func(transport.Time) {
@@ -543,7 +546,7 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 		}
 		q.waiter = nil
 		q.conn.Close(now)
-		q.state = qpClosed
+		q.state, q.reason = qpClosed, proto.StatusRetryExceeded
 		return true
 	})
 	if err == nil {
@@ -594,6 +597,24 @@ func (s *Server) accept(ctx context.Context, ss *session, req *proto.Request, re
 		})
 	}
 	return err
+}
+
+// queryQP answers a queue pair's state, peer and closing reason (read on
+// its engine, which owns them).
+func (s *Server) queryQP(ctx context.Context, ss *session, qpn uint32, resp *proto.Response) error {
+	q, e, err := s.lookupQP(ss, qpn)
+	if err != nil {
+		return err
+	}
+	return e.E.Do(ctx, func(transport.Time) {
+		resp.QPN, resp.State = q.qpn, q.stateName()
+		if q.peer.IsValid() {
+			resp.Peer = q.peer.String()
+		}
+		if q.state == qpClosed {
+			resp.Reason = proto.StatusName(q.reason)
+		}
+	})
 }
 
 func (s *Server) destroyQP(ctx context.Context, ss *session, qpn uint32) error {

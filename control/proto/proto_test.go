@@ -64,6 +64,28 @@ func TestWRRoundTrip(t *testing.T) {
 	if got, ok := ParseCQE(cs[:]); !ok || got != c {
 		t.Fatalf("completion round trip %+v -> %+v", c, got)
 	}
+	// A connection event: its kind in byte 11, which a completion keeps 0.
+	ev := CQE{Op: CQEvent, Event: EventRetryExceeded, Status: StatusRetryExceeded}
+	ev.Put(cs[:])
+	if cs[11] != byte(EventRetryExceeded) {
+		t.Fatalf("event kind at byte 11: %d", cs[11])
+	}
+	if got, ok := ParseCQE(cs[:]); !ok || got != ev {
+		t.Fatalf("event round trip %+v -> %+v", ev, got)
+	}
+	cs[11] = 0
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("event without a kind accepted")
+	}
+	cs[11] = 99
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("unknown event kind accepted")
+	}
+	c.Put(cs[:])
+	cs[11] = 1
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("completion with an event kind accepted")
+	}
 }
 
 // FuzzDecode: any bytes give a header or an error, never a panic, and a

@@ -98,6 +98,22 @@ const (
 	CQSend         CQEOp = 3
 	CQRecv         CQEOp = 4 // a SEND from the peer landed in a posted receive
 	CQRecvWriteImm CQEOp = 5 // a WRITE with immediate from the peer completed
+	// CQEvent is not a work request's completion but an event of the
+	// queue pair's connection (Event says which, Status the reason), in
+	// order with the completions around it. Only queue pairs made with
+	// Request.Events get them (an older client would refuse the op).
+	CQEvent CQEOp = 6
+)
+
+// QPEvent is what happened to a queue pair's connection (a CQEvent's
+// byte 11).
+type QPEvent uint8
+
+const (
+	EventConnected     QPEvent = 1 // the connection is up (connect or accept)
+	EventPeerClosed    QPEvent = 2 // the peer closed it (DISCONNECT), or no longer knows it (RESET: Status reset)
+	EventFailed        QPEvent = 3 // it failed; Status says why (rejected, remote invalid, RNR ...)
+	EventRetryExceeded QPEvent = 4 // the peer stopped answering: data, a keepalive or the handshake went unanswered after the retries
 )
 
 // CQStatus is a completion's outcome.
@@ -127,6 +143,7 @@ type CQE struct {
 	Bytes  uint32
 	Imm    uint32
 	Stream uint16
+	Event  QPEvent // CQEvent only
 }
 
 const (
@@ -134,6 +151,7 @@ const (
 	cqOp     = 8
 	cqStatus = 9
 	cqFlags  = 10
+	cqEvent  = 11 // CQEvent's QPEvent; 0 in a completion
 	cqBytes  = 12
 	cqImm    = 16
 	cqStream = 20
@@ -144,7 +162,7 @@ const (
 func (c *CQE) Put(s []byte) {
 	_ = s[CQESize-1]
 	ne.PutUint64(s[cqWRID:], c.WRID)
-	s[cqOp], s[cqStatus], s[cqFlags], s[11] = byte(c.Op), byte(c.Status), 0, 0
+	s[cqOp], s[cqStatus], s[cqFlags], s[cqEvent] = byte(c.Op), byte(c.Status), 0, byte(c.Event)
 	if c.HasImm {
 		s[cqFlags] = 1
 	}
@@ -161,6 +179,9 @@ func ParseCQE(s []byte) (CQE, bool) {
 	}
 	c := CQE{WRID: ne.Uint64(s[cqWRID:]), Op: CQEOp(s[cqOp]), Status: CQStatus(s[cqStatus]),
 		HasImm: s[cqFlags]&1 != 0, Bytes: ne.Uint32(s[cqBytes:]), Imm: ne.Uint32(s[cqImm:]),
-		Stream: ne.Uint16(s[cqStream:])}
-	return c, c.Op >= CQWrite && c.Op <= CQRecvWriteImm
+		Stream: ne.Uint16(s[cqStream:]), Event: QPEvent(s[cqEvent])}
+	if c.Op == CQEvent {
+		return c, c.Event >= EventConnected && c.Event <= EventRetryExceeded
+	}
+	return c, c.Op >= CQWrite && c.Op <= CQRecvWriteImm && c.Event == 0
 }
