@@ -173,3 +173,31 @@ func TestEventsPeerVanished(t *testing.T) {
 		t.Fatalf("query: %+v", a)
 	}
 }
+
+// TestEventsIdlePeerVanished: an idle connection whose peer vanishes
+// without a word is failed by its keepalive within (probes+1) intervals,
+// and the application sees EventRetryExceeded without posting anything.
+func TestEventsIdlePeerVanished(t *testing.T) {
+	var cut atomic.Bool
+	const iv = 100 * time.Millisecond
+	ha, hb := newCutHosts(t, transport.Config{KeepaliveInterval: iv, KeepaliveProbes: 3}, &cut)
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
+	qa, qb := pair(t, ca, cb, hb.Addr)
+	waitEvent(t, qa)
+	waitEvent(t, qb)
+	time.Sleep(3 * iv) // idle, both alive: the probes are answered
+	if a := query(t, qa); a.State != client.QPConnected {
+		t.Fatalf("idle connection to a live peer: %+v", a)
+	}
+	cut.Store(true)
+	start := time.Now()
+	for _, q := range []*client.QP{qa, qb} {
+		e := waitEvent(t, q)
+		if e.Type != client.EventRetryExceeded {
+			t.Fatalf("queue pair %d: event %+v, want retry exceeded", q.Num, e)
+		}
+	}
+	if took := time.Since(start); took > 4*iv+time.Second {
+		t.Errorf("noticed %v after the cut, keepalive budget %v", took, 4*iv)
+	}
+}
