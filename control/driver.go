@@ -281,15 +281,14 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		delete(d.byConn, c.Conn)
 		if q.conn == c.Conn {
 			was := q.state
-			q.state, q.reason = qpClosed, statusOf(c.Status)
+			if was != qpClosed { // else closed by a connect that gave up, which set the reason
+				q.state, q.reason = qpClosed, statusOf(c.Status)
+			}
 			switch was {
 			case qpConnecting:
-				ev := proto.EventFailed
-				if c.Status == transport.StatusRetryExceeded {
-					ev = proto.EventRetryExceeded
-				}
-				q.event(ev, q.reason)
-				q.signal(proto.Errorf(proto.CodeConnect, "connection to %v failed: %v", c.Conn.Peer(), c.Status))
+				// The connect request reports it, and its event once it
+				// gives up (it may try again: Server.connect).
+				q.signal(connectError(c))
 			case qpConnected:
 				q.event(closedEvent(c.Status), q.reason)
 			}
@@ -408,4 +407,16 @@ func (d *EngineDriver) reapClosed() {
 	}
 	clear(d.reap[k:])
 	d.reap = d.reap[:k]
+}
+
+// connectError says which step of a connect failed.
+func connectError(c transport.Completion) error {
+	switch c.Status {
+	case transport.StatusRetryExceeded:
+		return proto.Errorf(proto.CodeConnect, "no answer from %v to CONNECT for queue pair %d (nothing listens there, or the host is down or unreachable)",
+			c.Conn.Peer(), c.Conn.Service())
+	case transport.StatusRejected:
+		return proto.Errorf(proto.CodeConnect, "rejected by %v: %v", c.Conn.Peer(), c.Conn.Err)
+	}
+	return proto.Errorf(proto.CodeConnect, "connection to %v failed: %v (%v)", c.Conn.Peer(), c.Status, c.Conn.Err)
 }
