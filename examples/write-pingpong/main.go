@@ -129,6 +129,11 @@ func serve(ctx context.Context, o opts, ready func(where)) error {
 	}
 	hello := mr.Bytes()[o.size : o.size+16]
 	raddr, rkey := binary.LittleEndian.Uint64(hello), binary.LittleEndian.Uint32(hello[8:])
+	if size := int(binary.LittleEndian.Uint32(hello[12:])); size != o.size {
+		// Closing the session tells the client (its wait ends with
+		// ErrPeerClosed) instead of leaving it to its context.
+		return fmt.Errorf("the client writes %d bytes, this server -s %d", size, o.size)
+	}
 	for i := range o.n {
 		c, err := next(ctx, q, client.CompRecvWriteImm)
 		if err != nil {
@@ -165,6 +170,7 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 	hello := mr.Bytes()[:16]
 	binary.LittleEndian.PutUint64(hello, mr.Addr)
 	binary.LittleEndian.PutUint32(hello[8:], mr.Key)
+	binary.LittleEndian.PutUint32(hello[12:], uint32(o.size))
 	if err := q.PostSend(0, mr, 0, 16); err != nil {
 		return err
 	}
@@ -182,6 +188,9 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 			return err
 		}
 		c, err := next(ctx, q, client.CompRecvWriteImm)
+		if errors.Is(err, client.ErrPeerClosed) {
+			return fmt.Errorf("round %d: the server closed the connection (does it run with -s %d?): %w", i, o.size, err)
+		}
 		if err != nil {
 			return err
 		}
