@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
@@ -199,5 +201,72 @@ func TestEventsIdlePeerVanished(t *testing.T) {
 	}
 	if took := time.Since(start); took > 4*iv+time.Second {
 		t.Errorf("noticed %v after the cut, keepalive budget %v", took, 4*iv)
+	}
+}
+
+// TestNotifyFD: a completion queue's descriptor, armed, becomes readable
+// for epoll when a completion arrives, and ReqNotify refuses to arm while
+// entries wait.
+func TestNotifyFD(t *testing.T) {
+	ha, hb := newHosts(t, 0, config.Limits{})
+	ca, cb := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
+	src := apptest.Region(t, ca, 4096, client.LocalWrite)
+	dst := apptest.Region(t, cb, 4096, client.RemoteWrite)
+	qa, _ := pair(t, ca, cb, hb.Addr)
+	waitEvent(t, qa) // connected
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ep)
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, qa.FD(), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(qa.FD())}); err != nil {
+		t.Fatal(err)
+	}
+	var evs [1]unix.EpollEvent
+	for i := range 20 {
+		armed, err := qa.ReqNotify()
+		if err != nil || !armed {
+			t.Fatalf("round %d: ReqNotify on an empty queue: %v %v", i, armed, err)
+		}
+		if n, _ := unix.EpollWait(ep, evs[:], 0); n != 0 {
+			t.Fatalf("round %d: readable before any completion", i)
+		}
+		if err := qa.PostWrite(uint64(i), src, 0, 4096, dst.Addr, dst.Key); err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.EpollWait(ep, evs[:], 10000)
+		for errors.Is(err, unix.EINTR) {
+			n, err = unix.EpollWait(ep, evs[:], 10000)
+		}
+		if n != 1 || err != nil {
+			t.Fatalf("round %d: epoll_wait %d %v, want the descriptor readable", i, n, err)
+		}
+		qa.AckNotify()
+		var c [1]client.Completion
+		if n, err := qa.PollCQ(c[:]); n != 1 || err != nil || c[0].WRID != uint64(i) || c[0].Err() != nil {
+			t.Fatalf("round %d: poll after the wake-up: %d %v %+v", i, n, err, c[0])
+		}
+	}
+	// An entry already there: ReqNotify says poll instead.
+	if err := qa.PostWrite(99, src, 0, 4096, dst.Addr, dst.Key); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		armed, err := qa.ReqNotify()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !armed {
+			break
+		}
+		qa.AckNotify()
+		if time.Now().After(deadline) {
+			t.Fatal("the completion never came")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c := wait(t, qa); c.WRID != 99 {
+		t.Fatalf("completion %+v", c)
 	}
 }
