@@ -194,6 +194,13 @@ type WR struct {
 	RemoteAddr uint64
 	RemoteKey  uint32
 	Imm        uint32
+	// Unsignaled: no completion when it succeeds (verbs without
+	// IBV_SEND_SIGNALED, libfabric without FI_COMPLETION); a failure
+	// completes as always. Ignored for a RECV, which always completes.
+	// Completions come in order per stream, so a signaled request's
+	// completion tells that the unsignaled ones before it on its stream
+	// are done.
+	Unsignaled bool
 }
 
 // Op is a work request's operation.
@@ -231,7 +238,11 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 			err = aerr
 			break
 		}
-		pw := proto.WR{Op: proto.WROp(w.Op), Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
+		var flags uint8
+		if w.Unsignaled {
+			flags = proto.WRUnsignaled
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags, Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
 			Length: uint32(w.Length), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
 		pw.Put(q.sqp.Slot(first + n))
 	}

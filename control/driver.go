@@ -190,7 +190,11 @@ func (d *EngineDriver) post(q *qp, w proto.WR) bool {
 		d.fail(q, w, proto.StatusLocalProtection)
 		return true
 	}
-	wr := transport.WorkRequest{WRID: w.WRID, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
+	tag, ok := q.tag(w.WRID, w.Flags&proto.WRUnsignaled != 0 && w.Op != proto.WRRecv)
+	if !ok {
+		return false
+	}
+	wr := transport.WorkRequest{WRID: tag, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
 		Imm: w.Imm, HasImm: w.Op == proto.WRWriteImm || w.Op == proto.WRSendImm}
 	var err error
 	switch w.Op {
@@ -201,7 +205,10 @@ func (d *EngineDriver) post(q *qp, w proto.WR) bool {
 	case proto.WRSend, proto.WRSendImm:
 		err = q.conn.PostSend(&wr)
 	case proto.WRRecv:
-		err = q.conn.PostRecv(w.WRID, buf)
+		err = q.conn.PostRecv(tag, buf)
+	}
+	if err != nil {
+		q.untag(tag)
 	}
 	switch err {
 	case nil:
@@ -299,12 +306,21 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 	if !ok {
 		return
 	}
+	wrid := c.WRID
 	if op != proto.CQRecvWriteImm {
 		q.outstanding--
+		t, ok := q.settle(c.WRID)
+		if !ok {
+			return
+		}
+		wrid = t.wrid
+		if t.unsignaled && c.Status == transport.StatusOK {
+			return // asked for no completion on success
+		}
 	}
 	d.stats.Completions++
 	before := q.overflow
-	q.complete(proto.CQE{WRID: c.WRID, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
+	q.complete(proto.CQE{WRID: wrid, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
 		Bytes: uint32(c.Bytes), Imm: c.Imm, Stream: c.Stream})
 	if q.overflow != before {
 		d.stats.CQOverflows++

@@ -58,6 +58,12 @@ type qp struct {
 	// (create_qp's events); reason is why the connection closed.
 	events bool
 	reason proto.CQStatus
+	// tags: the transport carries a request's index in tags as its WRID
+	// (tag.go), so a completion finds the application's wr_id and flags;
+	// free stacks the unused indices. Both are sized once, to the CQ:
+	// outstanding never exceeds it.
+	tags []wrTag
+	free []uint32
 }
 
 func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
@@ -76,8 +82,10 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (*qp, error) {
 		cq.Close()
 		return nil, err
 	}
-	return &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
-		pending: make([]proto.CQE, 0, cqSlots)}, nil
+	q := &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
+		pending: make([]proto.CQE, 0, cqSlots)}
+	q.initTags(cqSlots)
+	return q, nil
 }
 
 // closeAppBell closes the daemon's copy of the application's end of the

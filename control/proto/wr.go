@@ -23,9 +23,19 @@ const (
 	WRRecv     WROp = 6
 )
 
+// Work request flags (byte 1).
+const (
+	// WRUnsignaled: no completion when the request succeeds (verbs'
+	// request without IBV_SEND_SIGNALED); a failure still completes. A
+	// RECV always completes.
+	WRUnsignaled = 1
+	wrFlagsAll   = WRUnsignaled
+)
+
 // WR is a work request as the application posts it.
 type WR struct {
 	Op     WROp
+	Flags  uint8
 	Stream uint16
 	LKey   uint32
 	WRID   uint64
@@ -39,6 +49,7 @@ type WR struct {
 // Byte offsets in a WR slot; bytes 44..63 are reserved and zero.
 const (
 	wrOp     = 0
+	wrFlags  = 1
 	wrStream = 2
 	wrLKey   = 4
 	wrWRID   = 8
@@ -55,7 +66,7 @@ var ne = binary.NativeEndian
 // Put writes w into the slot s (len >= WRSize).
 func (w *WR) Put(s []byte) {
 	_ = s[WRSize-1]
-	s[wrOp], s[1] = byte(w.Op), 0
+	s[wrOp], s[wrFlags] = byte(w.Op), w.Flags
 	ne.PutUint16(s[wrStream:], w.Stream)
 	ne.PutUint32(s[wrLKey:], w.LKey)
 	ne.PutUint64(s[wrWRID:], w.WRID)
@@ -75,10 +86,10 @@ func ParseWR(s []byte) (WR, bool) {
 	if len(s) < WRSize {
 		return WR{}, false
 	}
-	w := WR{Op: WROp(s[wrOp]), Stream: ne.Uint16(s[wrStream:]), LKey: ne.Uint32(s[wrLKey:]),
+	w := WR{Op: WROp(s[wrOp]), Flags: s[wrFlags], Stream: ne.Uint16(s[wrStream:]), LKey: ne.Uint32(s[wrLKey:]),
 		WRID: ne.Uint64(s[wrWRID:]), LAddr: ne.Uint64(s[wrLAddr:]), Length: ne.Uint32(s[wrLength:]),
 		RKey: ne.Uint32(s[wrRKey:]), RAddr: ne.Uint64(s[wrRAddr:]), Imm: ne.Uint32(s[wrImm:])}
-	if w.Op < WRWrite || w.Op > WRRecv || s[1] != 0 {
+	if w.Op < WRWrite || w.Op > WRRecv || w.Flags&^wrFlagsAll != 0 {
 		return w, false
 	}
 	for _, b := range s[wrEnd:WRSize] {
