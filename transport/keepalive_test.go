@@ -82,3 +82,19 @@ func TestKeepaliveForgottenConnection(t *testing.T) {
 		t.Fatalf("conn to a peer that forgot it: %v (state %v)", l.cq[0], l.conns[0].State())
 	}
 }
+
+// TestKeepaliveArmedAtHandshake: a connection whose peer vanishes right
+// after the handshake, before any data-path packet (the acceptor's PROBE
+// lost too), still fails by its keepalive.
+func TestKeepaliveArmedAtHandshake(t *testing.T) {
+	l := newTLink(t, Config{KeepaliveInterval: 100 * time.Millisecond}, 4096)
+	l.filter = func(from int, pkt []byte) (bool, Duration) {
+		p, ok := parse(pkt)
+		return from == 1 && !(ok && p.Class == wire.ClassConn), 0
+	}
+	l.connect()
+	l.run(Time(2*time.Second), func() bool { return l.done(0, OpClosed) > 0 })
+	if l.completions(0, OpClosed, StatusRetryExceeded) != 1 {
+		t.Fatalf("initiator of a peer that vanished after its ACCEPT: %v (state %v)", l.cq[0], l.conns[0].State())
+	}
+}
