@@ -29,9 +29,11 @@ func (q *QP) FD() int { return q.bell.FD() }
 
 // ReqNotify arms the notification: the next completion or event makes
 // FD readable. It reports false, without arming, when entries are there
-// already (poll them first).
+// already (poll them first): in the completion queue, or completions
+// PollEvent set aside. Events already in the event queue do not count
+// (PollEvent takes them).
 func (q *QP) ReqNotify() (bool, error) {
-	if len(q.stash) > 0 || len(q.events) > 0 {
+	if len(q.stash) > 0 {
 		return false, nil
 	}
 	ready, err := q.cqc.Arm()

@@ -28,9 +28,13 @@ type EngineDriver struct {
 	byQPN  map[uint32]*qp          // for connections accepted on a QP's number
 	// gone holds connections of queue pairs already freed: their last
 	// completions (the flush, OpClosed) are dropped, not misrouted.
-	gone   map[*transport.Conn]bool
-	tables map[*session]*transport.MemoryTable
-	reap   []reaping
+	gone map[*transport.Conn]bool
+	// listeners by service, and the connections waiting in them for the
+	// application's decision (listener.go).
+	listeners map[uint32]*listener
+	waiting   map[*transport.Conn]*listener
+	tables    map[*session]*transport.MemoryTable
+	reap      []reaping
 
 	// Waking: every queue pair's doorbell end is in the epoll set epfd,
 	// which the engine polls beside its link when it sleeps (WakeFD);
@@ -66,6 +70,7 @@ func NewEngineDriver(inner dataplane.Driver) (*EngineDriver, error) {
 		return nil, fmt.Errorf("engine driver: epoll_create1: %w", err)
 	}
 	return &EngineDriver{Inner: inner, byConn: map[*transport.Conn]*qp{}, byQPN: map[uint32]*qp{}, gone: map[*transport.Conn]bool{},
+		listeners: map[uint32]*listener{}, waiting: map[*transport.Conn]*listener{},
 		tables: map[*session]*transport.MemoryTable{}, epfd: epfd, byFD: map[int32]*qp{}}, nil
 }
 
@@ -262,10 +267,21 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		}
 		return
 	}
+	if l := d.waiting[c.Conn]; l != nil {
+		// A request not yet accepted: only its end matters.
+		if c.Op == transport.OpClosed {
+			d.requestClosed(l, c.Conn)
+		}
+		return
+	}
 	q := d.byConn[c.Conn]
 	if q == nil && c.Op == transport.OpConnected && c.Status == transport.StatusOK {
 		q = d.accept(e, now, c.Conn)
 		if q != nil {
+			return
+		}
+		if l := d.listeners[c.Conn.Service()]; l != nil {
+			d.enqueue(now, l, c.Conn)
 			return
 		}
 	}

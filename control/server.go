@@ -264,6 +264,16 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		err = s.destroyQP(ctx, ss, req.QPN)
 	case proto.OpQueryQP:
 		err = s.queryQP(ctx, ss, req.QPN, &resp)
+	case proto.OpListen:
+		err = s.listen(ctx, ss, &req, &resp)
+	case proto.OpGetRequest:
+		err = s.getRequest(ctx, ss, &req, &resp)
+	case proto.OpAcceptRequest:
+		err = s.decide(ctx, ss, &req, &resp, true)
+	case proto.OpRejectRequest:
+		err = s.decide(ctx, ss, &req, &resp, false)
+	case proto.OpUnlisten:
+		err = s.unlisten(ctx, ss, req.Service)
 	case proto.OpSession:
 		s.mu.Lock()
 		resp.Regions, resp.QPs, resp.Bytes = len(ss.regions), len(ss.qps), ss.bytes
@@ -300,6 +310,8 @@ type session struct {
 	bytes   int64
 	qps     map[uint32]*qp
 	engine  map[uint32]*Engine // queue pair -> its engine
+	// listeners by service (listener.go)
+	listeners map[uint32]*listener
 	// conns holds every connection its queue pairs made, by engine;
 	// appended and read only inside that engine's Do.
 	conns map[*Engine][]*transport.Conn
@@ -313,7 +325,7 @@ func (s *Server) open(cred proto.Cred) (*session, error) {
 	}
 	s.nextID++
 	ss := &session{id: s.nextID, cred: cred, regions: map[uint32]*region{}, qps: map[uint32]*qp{},
-		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}}
+		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}, listeners: map[uint32]*listener{}}
 	s.sessions[ss.id] = ss
 	return ss, nil
 }
@@ -727,6 +739,11 @@ func (s *Server) reclaim(ss *session) {
 				e.D.detach(now, q)
 				e.E.Endpoint().Unlisten(qpn)
 			}
+			for _, l := range ss.listeners {
+				if l.e == e {
+					conns = append(conns, e.D.closeListener(now, l)...)
+				}
+			}
 			for _, c := range ss.conns[e] {
 				if c.State() != transport.StateClosed && c.State() != transport.StateFailed {
 					conns = append(conns, c)
@@ -755,6 +772,9 @@ func (s *Server) reclaim(ss *session) {
 	s.mu.Lock()
 	for qpn := range ss.qps {
 		delete(s.qpns, qpn)
+	}
+	for service := range ss.listeners {
+		delete(s.qpns, service)
 	}
 	delete(s.sessions, ss.id)
 	s.mu.Unlock()

@@ -13,8 +13,15 @@ const (
 	OpAccept    = "accept"     // wait for a remote queue pair to connect to this one
 	OpDestroyQP = "destroy_qp" // close a queue pair's connection and free it
 	OpQueryQP   = "query_qp"   // a queue pair's state, peer and, once closed, why
-	OpSession   = "session"    // what this session holds (regions, queue pairs)
-	OpSessions  = "sessions"   // daemon-wide session counts (for tests and status)
+	// Listeners: a service that takes many connections, each a request
+	// the application accepts onto a fresh queue pair or rejects.
+	OpListen        = "listen"         // make a listener: its service number
+	OpGetRequest    = "get_request"    // wait for a connection request on a listener
+	OpAcceptRequest = "accept_request" // bind a request's connection to an idle queue pair
+	OpRejectRequest = "reject_request" // close a request's connection
+	OpUnlisten      = "unlisten"       // close a listener and the requests it holds
+	OpSession       = "session"        // what this session holds (regions, queue pairs)
+	OpSessions      = "sessions"       // daemon-wide session counts (for tests and status)
 )
 
 // Access rights of a region (§10.2); the same bits as transport.Access.
@@ -50,6 +57,14 @@ type Request struct {
 	// completion queue (CQEvent entries). A daemon that predates them
 	// ignores the field and sends none.
 	Events bool `json:"events,omitempty"`
+	// listen: how many connection requests may wait (0: 64, at most
+	// MaxBacklog); get_request, accept_request, reject_request, unlisten:
+	// the listener's Service; accept_request, reject_request: the
+	// Request (from get_request); accept_request: the idle queue pair in
+	// QPN.
+	Backlog int    `json:"backlog,omitempty"`
+	Service uint32 `json:"service,omitempty"`
+	Request uint64 `json:"request,omitempty"`
 	// connect, accept, destroy_qp: the local queue pair; connect: the
 	// peer's address and queue pair number; connect and accept: how long
 	// to wait, in milliseconds (0: the transport's connect timeout).
@@ -83,6 +98,10 @@ type Response struct {
 	// either side, "reset", "retry_exceeded", "rejected" ...).
 	State  string `json:"state,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// get_request: the request's id (and its peer in Peer); listen: the
+	// service, and the engine's address in Local.
+	Request uint64 `json:"request,omitempty"`
+	Service uint32 `json:"service,omitempty"`
 	// session, sessions: counts.
 	Sessions int   `json:"sessions,omitempty"`
 	Regions  int   `json:"regions,omitempty"`
@@ -108,3 +127,6 @@ func StatusName(s CQStatus) string {
 
 var statusNames = [...]string{"ok", "remote_access", "remote_invalid", "rnr_retry_exceeded", "retry_exceeded",
 	"local_length", "flushed", "reset", "rejected", "local_protection", "bad_wr", "not_connected"}
+
+// MaxBacklog bounds a listener's waiting connection requests.
+const MaxBacklog = 4096
