@@ -188,10 +188,12 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 			return err
 		}
 		c, err := next(ctx, q, client.CompRecvWriteImm)
-		if errors.Is(err, client.ErrPeerClosed) {
-			return fmt.Errorf("round %d: the server closed the connection (does it run with -s %d?): %w", i, o.size, err)
-		}
 		if err != nil {
+			// A flushed request or the wait itself: say how the
+			// connection ended if it did.
+			if e, ok := ended(ctx, q); ok {
+				return fmt.Errorf("round %d: the server closed the connection (does it run with -s %d?): %w", i, o.size, e.Err())
+			}
 			return err
 		}
 		rtt = append(rtt, time.Since(t0))
@@ -203,4 +205,20 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 	fmt.Fprintf(out, "%d round trips of %d bytes, all verified; p50 %v, p99 %v\n", o.n, o.size,
 		rtt[len(rtt)/2], rtt[len(rtt)*99/100])
 	return nil
+}
+
+// ended waits briefly for q's terminal event: after a flushed
+// completion it follows at once.
+func ended(ctx context.Context, q *client.QP) (client.Event, bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		e, err := q.WaitEvent(ctx)
+		if err != nil {
+			return e, false
+		}
+		if e.Terminal() {
+			return e, true
+		}
+	}
 }
