@@ -201,7 +201,18 @@ type WR struct {
 	// completion tells that the unsignaled ones before it on its stream
 	// are done.
 	Unsignaled bool
+	// Inline is the data of a WRITE or SEND (with or without
+	// immediate) carried in the work request itself, up to MaxInline
+	// bytes (IBV_SEND_INLINE, fi_inject): copied at Post, so the caller
+	// may reuse it at once; Local, LocalOff and Length are then unused.
+	Inline []byte
 }
+
+// MaxInline is the most data a work request carries inline.
+const MaxInline = proto.MaxInline
+
+// ErrInline: inline data longer than MaxInline, or on a READ or RECV.
+var ErrInline = errors.New("metaroce: inline data: at most MaxInline bytes, on WRITE or SEND")
 
 // Op is a work request's operation.
 type Op uint8
@@ -229,6 +240,20 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 	n := uint32(0)
 	for ; n < got; n++ {
 		w := &wrs[n]
+		if w.Inline != nil {
+			if len(w.Inline) > MaxInline || w.Op == OpRead || w.Op == OpRecv {
+				err = ErrInline
+				break
+			}
+			pw := proto.WR{Op: proto.WROp(w.Op), Flags: proto.WRInline, Stream: w.Stream, WRID: w.WRID,
+				Length: uint32(len(w.Inline)), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
+			if w.Unsignaled {
+				pw.Flags |= proto.WRUnsignaled
+			}
+			copy(pw.Inline[:], w.Inline)
+			pw.Put(q.sqp.Slot(first + n))
+			continue
+		}
 		if w.Local == nil {
 			err = fmt.Errorf("%w: work request without a local region", ErrOutOfRange)
 			break

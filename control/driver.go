@@ -180,6 +180,9 @@ func (d *EngineDriver) drain(q *qp) bool {
 // post hands one work request to the transport. It reports false when
 // the transport cannot take it now (the request stays in the SQ).
 func (d *EngineDriver) post(q *qp, w proto.WR) bool {
+	if w.Flags&proto.WRInline != 0 {
+		return d.postInline(q, w)
+	}
 	r, ok := q.mem.Lookup(w.LKey)
 	var want transport.Access
 	if w.Op == proto.WRRead || w.Op == proto.WRRecv {
@@ -195,9 +198,26 @@ func (d *EngineDriver) post(q *qp, w proto.WR) bool {
 		d.fail(q, w, proto.StatusLocalProtection)
 		return true
 	}
+	return d.postBuf(q, w, buf, -1)
+}
+
+// postInline posts a request whose data came in its slot: the data moves
+// into the request's tag entry, which lives until its completion.
+func (d *EngineDriver) postInline(q *qp, w proto.WR) bool {
+	return d.postBuf(q, w, nil, int(w.Length))
+}
+
+// postBuf hands w to the transport with buf as its local bytes, or, for
+// inline >= 0, that many bytes of its inline data.
+func (d *EngineDriver) postBuf(q *qp, w proto.WR, buf []byte, inline int) bool {
 	tag, ok := q.tag(w.WRID, w.Flags&proto.WRUnsignaled != 0 && w.Op != proto.WRRecv)
 	if !ok {
 		return false
+	}
+	if inline >= 0 {
+		t := &q.tags[tag]
+		copy(t.inline[:], w.Inline[:inline])
+		buf = t.inline[:inline]
 	}
 	wr := transport.WorkRequest{WRID: tag, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
 		Imm: w.Imm, HasImm: w.Op == proto.WRWriteImm || w.Op == proto.WRSendImm}

@@ -1,5 +1,7 @@
 package control
 
+import "github.com/metaroce/metaroce/control/proto"
+
 // Work request tags. The application's wr_id is its own (any 64 bits,
 // repeated at will), so the transport is handed instead the index of the
 // request's entry in its queue pair's tag table, and the completion's
@@ -11,6 +13,9 @@ package control
 type wrTag struct {
 	wrid       uint64
 	unsignaled bool
+	// inline holds an inline request's data while the transport may
+	// still read it (until its completion: retransmissions).
+	inline [proto.MaxInline]byte
 }
 
 func (q *qp) initTags(n int) {

@@ -64,6 +64,31 @@ func TestWRRoundTrip(t *testing.T) {
 	if got, ok := ParseCQE(cs[:]); !ok || got != c {
 		t.Fatalf("completion round trip %+v -> %+v", c, got)
 	}
+	// Inline data rides in bytes 44..63, only on WRITE and SEND, at most
+	// MaxInline bytes, with no lkey or local address.
+	in := WR{Op: WRSendImm, Flags: WRInline | WRUnsignaled, WRID: 3, Length: MaxInline, Imm: 9}
+	for i := range in.Inline {
+		in.Inline[i] = byte(i + 1)
+	}
+	var is [WRSize]byte
+	in.Put(is[:])
+	if got, ok := ParseWR(is[:]); !ok || got != in {
+		t.Fatalf("inline round trip %+v -> %+v", in, got)
+	}
+	for name, bad := range map[string]func(w *WR){
+		"too long": func(w *WR) { w.Length = MaxInline + 1 },
+		"read":     func(w *WR) { w.Op = WRRead },
+		"recv":     func(w *WR) { w.Op = WRRecv },
+		"lkey":     func(w *WR) { w.LKey = 1 },
+		"flag":     func(w *WR) { w.Flags |= 4 },
+	} {
+		w := in
+		bad(&w)
+		w.Put(is[:])
+		if _, ok := ParseWR(is[:]); ok {
+			t.Errorf("inline %s accepted", name)
+		}
+	}
 	// A connection event: its kind in byte 11, which a completion keeps 0.
 	ev := CQE{Op: CQEvent, Event: EventRetryExceeded, Status: StatusRetryExceeded}
 	ev.Put(cs[:])

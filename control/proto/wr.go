@@ -29,8 +29,17 @@ const (
 	// request without IBV_SEND_SIGNALED); a failure still completes. A
 	// RECV always completes.
 	WRUnsignaled = 1
-	wrFlagsAll   = WRUnsignaled
+	// WRInline: the data is in the slot itself, bytes 44..63 (Length
+	// of them, at most MaxInline), copied by the daemon when it takes
+	// the request: WRITE, WRITE with immediate, SEND and SEND with
+	// immediate only; lkey and local address are ignored (0).
+	WRInline   = 2
+	wrFlagsAll = WRUnsignaled | WRInline
 )
+
+// MaxInline is the most data a work request carries inline: the slot's
+// bytes after its fields.
+const MaxInline = WRSize - wrEnd
 
 // WR is a work request as the application posts it.
 type WR struct {
@@ -44,6 +53,7 @@ type WR struct {
 	RKey   uint32
 	RAddr  uint64
 	Imm    uint32
+	Inline [MaxInline]byte // WRInline: the data (Length bytes of it)
 }
 
 // Byte offsets in a WR slot; bytes 44..63 are reserved and zero.
@@ -75,7 +85,11 @@ func (w *WR) Put(s []byte) {
 	ne.PutUint32(s[wrRKey:], w.RKey)
 	ne.PutUint64(s[wrRAddr:], w.RAddr)
 	ne.PutUint32(s[wrImm:], w.Imm)
-	clear(s[wrEnd:WRSize])
+	if w.Flags&WRInline != 0 {
+		copy(s[wrEnd:WRSize], w.Inline[:])
+	} else {
+		clear(s[wrEnd:WRSize])
+	}
 }
 
 // ParseWR reads a slot. It copies the fields out first (the application
@@ -91,6 +105,12 @@ func ParseWR(s []byte) (WR, bool) {
 		RKey: ne.Uint32(s[wrRKey:]), RAddr: ne.Uint64(s[wrRAddr:]), Imm: ne.Uint32(s[wrImm:])}
 	if w.Op < WRWrite || w.Op > WRRecv || w.Flags&^wrFlagsAll != 0 {
 		return w, false
+	}
+	if w.Flags&WRInline != 0 {
+		copy(w.Inline[:], s[wrEnd:WRSize])
+		ok := w.Length <= MaxInline && w.LKey == 0 && w.LAddr == 0 &&
+			(w.Op == WRWrite || w.Op == WRWriteImm || w.Op == WRSend || w.Op == WRSendImm)
+		return w, ok
 	}
 	for _, b := range s[wrEnd:WRSize] {
 		if b != 0 {
