@@ -23,7 +23,12 @@
 // application owns.
 //
 // If the daemon goes away, calls return ErrDaemonGone promptly, waits
-// included: a goroutine reads the control socket and sees it close.
+// included: a goroutine reads the control socket and sees it close, and
+// every queue pair reports EventDaemonGone. What happens to a queue
+// pair's connection (connected, closed by the peer, failed, the peer
+// silent past its retries or keepalive) comes as events through its
+// completion queue (events.go); a wait for completions that can no
+// longer come ends with the event's error.
 package client
 
 import (

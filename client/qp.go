@@ -39,13 +39,22 @@ type QP struct {
 	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
 	gate   ring.YieldGate // whether WaitCQ yield-polls or sleeps at once
+
+	// Events (events.go): completions PollEvent took from the ring ahead
+	// of the application (cap: the CQ's slots), the event queue, the
+	// first terminal event's error, the state events imply.
+	stash     []Completion
+	events    []Event
+	terminal  error
+	state     QPState
+	goneNoted bool
 }
 
 // CreateQP makes a queue pair.
 func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 	var r proto.Response
 	files, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpCreateQP}, SQSlots: o.SQSlots,
-		CQSlots: o.CQSlots, Engine: o.Engine}, &r)
+		CQSlots: o.CQSlots, Engine: o.Engine, Events: true}, &r)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +105,7 @@ func (q *QP) attach(files []*os.File) error {
 		return fmt.Errorf("metaroce: doorbell: %w", err)
 	}
 	q.sqp, q.cqc = q.sq.Producer(), q.cq.Consumer()
+	q.stash, q.events = make([]Completion, 0, q.cq.Slots()), make([]Event, 0, maxEvents)
 	return nil
 }
 
@@ -118,7 +128,11 @@ func (q *QP) Connect(ctx context.Context, peer netip.Addr, remote uint32) error 
 		req.TimeoutMS = max(1, int(time.Until(d)/time.Millisecond))
 	}
 	var r proto.Response
+	q.state = QPConnecting
 	_, err := q.c.do(req, &r)
+	if err == nil {
+		q.state = QPConnected
+	}
 	return err
 }
 
@@ -137,6 +151,7 @@ func (q *QP) Accept(ctx context.Context) (netip.Addr, error) {
 			if perr != nil {
 				return netip.Addr{}, fmt.Errorf("%w: accept: peer %q", ErrDaemonError, r.Peer)
 			}
+			q.state = QPConnected
 			return a, nil
 		}
 		// The daemon answers a wait that timed out with connect_failed;
@@ -179,7 +194,25 @@ type WR struct {
 	RemoteAddr uint64
 	RemoteKey  uint32
 	Imm        uint32
+	// Unsignaled: no completion when it succeeds (verbs without
+	// IBV_SEND_SIGNALED, libfabric without FI_COMPLETION); a failure
+	// completes as always. Ignored for a RECV, which always completes.
+	// Completions come in order per stream, so a signaled request's
+	// completion tells that the unsignaled ones before it on its stream
+	// are done.
+	Unsignaled bool
+	// Inline is the data of a WRITE or SEND (with or without
+	// immediate) carried in the work request itself, up to MaxInline
+	// bytes (IBV_SEND_INLINE, fi_inject): copied at Post, so the caller
+	// may reuse it at once; Local, LocalOff and Length are then unused.
+	Inline []byte
 }
+
+// MaxInline is the most data a work request carries inline.
+const MaxInline = proto.MaxInline
+
+// ErrInline: inline data longer than MaxInline, or on a READ or RECV.
+var ErrInline = errors.New("metaroce: inline data: at most MaxInline bytes, on WRITE or SEND")
 
 // Op is a work request's operation.
 type Op uint8
@@ -207,6 +240,20 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 	n := uint32(0)
 	for ; n < got; n++ {
 		w := &wrs[n]
+		if w.Inline != nil {
+			if len(w.Inline) > MaxInline || w.Op == OpRead || w.Op == OpRecv {
+				err = ErrInline
+				break
+			}
+			pw := proto.WR{Op: proto.WROp(w.Op), Flags: proto.WRInline, Stream: w.Stream, WRID: w.WRID,
+				Length: uint32(len(w.Inline)), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
+			if w.Unsignaled {
+				pw.Flags |= proto.WRUnsignaled
+			}
+			copy(pw.Inline[:], w.Inline)
+			pw.Put(q.sqp.Slot(first + n))
+			continue
+		}
 		if w.Local == nil {
 			err = fmt.Errorf("%w: work request without a local region", ErrOutOfRange)
 			break
@@ -216,7 +263,11 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 			err = aerr
 			break
 		}
-		pw := proto.WR{Op: proto.WROp(w.Op), Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
+		var flags uint8
+		if w.Unsignaled {
+			flags = proto.WRUnsignaled
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags, Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
 			Length: uint32(w.Length), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
 		pw.Put(q.sqp.Slot(first + n))
 	}
@@ -267,26 +318,53 @@ func (q *QP) post1(w WR) error {
 	return err
 }
 
-// PollCQ takes up to len(dst) completions without blocking.
+// PollCQ takes up to len(dst) completions without blocking. Connection
+// events in the completion queue go to the event queue (PollEvent), not
+// to dst.
 func (q *QP) PollCQ(dst []Completion) (int, error) {
+	n := 0
+	if len(q.stash) > 0 {
+		n = copy(dst, q.stash)
+		q.stash = q.stash[:copy(q.stash, q.stash[n:])]
+	}
+	if n < len(dst) {
+		got, err := q.pollRing(dst[n:])
+		n += got
+		if err != nil {
+			return n, err
+		}
+	}
+	if n == 0 && q.c.goneFlag.Load() {
+		q.noteGone()
+		return 0, ErrDaemonGone
+	}
+	return n, nil
+}
+
+// pollRing takes completions from the ring into dst, and events into the
+// event queue.
+func (q *QP) pollRing(dst []Completion) (int, error) {
 	first, got, err := q.cqc.Peek(uint32(len(dst)))
 	if err != nil {
 		return 0, err
 	}
+	n := 0
 	for i := range got {
 		c, ok := proto.ParseCQE(q.cqc.Slot(first + i))
 		if !ok {
 			q.cqc.Release(i)
-			return int(i), fmt.Errorf("%w: malformed completion", ErrDaemonError)
+			return n, fmt.Errorf("%w: malformed completion", ErrDaemonError)
 		}
-		dst[i] = Completion{WRID: c.WRID, Op: CompletionOp(c.Op), Status: Status(c.Status), Bytes: int(c.Bytes),
+		if c.Op == proto.CQEvent {
+			q.pushEvent(Event{Type: EventType(c.Event), Status: Status(c.Status)})
+			continue
+		}
+		dst[n] = Completion{WRID: c.WRID, Op: CompletionOp(c.Op), Status: Status(c.Status), Bytes: int(c.Bytes),
 			Imm: c.Imm, HasImm: c.HasImm, Stream: c.Stream}
+		n++
 	}
 	q.cqc.Release(got)
-	if got == 0 && q.c.goneFlag.Load() {
-		return 0, ErrDaemonGone
-	}
-	return int(got), nil
+	return n, nil
 }
 
 // SpinBeforeSleep is how long WaitCQ polls before it sleeps on the
@@ -318,6 +396,10 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 				q.gate.Done()
 			}
 			return n, err
+		}
+		if q.terminal != nil {
+			q.gate.Done()
+			return 0, q.terminal
 		}
 		if i < hotPolls {
 			continue
@@ -352,23 +434,35 @@ func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
 		last = t
 		yield()
 	}
-	wctx, cancel := q.c.goneCtx(ctx)
-	defer cancel()
 	for {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {
 			return n, err
 		}
-		if err := q.cqc.WaitContext(wctx, q.bell); err != nil {
-			if q.c.goneFlag.Load() {
-				if n, _ := q.PollCQ(dst); n > 0 {
-					return n, nil
-				}
-				return 0, ErrDaemonGone
-			}
-			if ctx.Err() != nil {
-				return 0, ctx.Err()
+		if q.terminal != nil {
+			return 0, q.terminal // the connection is over: nothing more will complete
+		}
+		if err := q.waitRing(ctx); err != nil {
+			if n, _ := q.PollCQ(dst); n > 0 {
+				return n, nil
 			}
 			return 0, err
 		}
 	}
+}
+
+// waitRing sleeps on the doorbell until the completion queue has an
+// entry, ctx ends or the daemon goes (ErrDaemonGone).
+func (q *QP) waitRing(ctx context.Context) error {
+	wctx, cancel := q.c.goneCtx(ctx)
+	defer cancel()
+	if err := q.cqc.WaitContext(wctx, q.bell); err != nil {
+		if q.c.goneFlag.Load() {
+			return ErrDaemonGone
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return nil
 }

@@ -28,9 +28,13 @@ type EngineDriver struct {
 	byQPN  map[uint32]*qp          // for connections accepted on a QP's number
 	// gone holds connections of queue pairs already freed: their last
 	// completions (the flush, OpClosed) are dropped, not misrouted.
-	gone   map[*transport.Conn]bool
-	tables map[*session]*transport.MemoryTable
-	reap   []reaping
+	gone map[*transport.Conn]bool
+	// listeners by service, and the connections waiting in them for the
+	// application's decision (listener.go).
+	listeners map[uint32]*listener
+	waiting   map[*transport.Conn]*listener
+	tables    map[*session]*transport.MemoryTable
+	reap      []reaping
 
 	// Waking: every queue pair's doorbell end is in the epoll set epfd,
 	// which the engine polls beside its link when it sleeps (WakeFD);
@@ -66,6 +70,7 @@ func NewEngineDriver(inner dataplane.Driver) (*EngineDriver, error) {
 		return nil, fmt.Errorf("engine driver: epoll_create1: %w", err)
 	}
 	return &EngineDriver{Inner: inner, byConn: map[*transport.Conn]*qp{}, byQPN: map[uint32]*qp{}, gone: map[*transport.Conn]bool{},
+		listeners: map[uint32]*listener{}, waiting: map[*transport.Conn]*listener{},
 		tables: map[*session]*transport.MemoryTable{}, epfd: epfd, byFD: map[int32]*qp{}}, nil
 }
 
@@ -175,6 +180,9 @@ func (d *EngineDriver) drain(q *qp) bool {
 // post hands one work request to the transport. It reports false when
 // the transport cannot take it now (the request stays in the SQ).
 func (d *EngineDriver) post(q *qp, w proto.WR) bool {
+	if w.Flags&proto.WRInline != 0 {
+		return d.postInline(q, w)
+	}
 	r, ok := q.mem.Lookup(w.LKey)
 	var want transport.Access
 	if w.Op == proto.WRRead || w.Op == proto.WRRecv {
@@ -190,7 +198,28 @@ func (d *EngineDriver) post(q *qp, w proto.WR) bool {
 		d.fail(q, w, proto.StatusLocalProtection)
 		return true
 	}
-	wr := transport.WorkRequest{WRID: w.WRID, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
+	return d.postBuf(q, w, buf, -1)
+}
+
+// postInline posts a request whose data came in its slot: the data moves
+// into the request's tag entry, which lives until its completion.
+func (d *EngineDriver) postInline(q *qp, w proto.WR) bool {
+	return d.postBuf(q, w, nil, int(w.Length))
+}
+
+// postBuf hands w to the transport with buf as its local bytes, or, for
+// inline >= 0, that many bytes of its inline data.
+func (d *EngineDriver) postBuf(q *qp, w proto.WR, buf []byte, inline int) bool {
+	tag, ok := q.tag(w.WRID, w.Flags&proto.WRUnsignaled != 0 && w.Op != proto.WRRecv)
+	if !ok {
+		return false
+	}
+	if inline >= 0 {
+		t := &q.tags[tag]
+		copy(t.inline[:], w.Inline[:inline])
+		buf = t.inline[:inline]
+	}
+	wr := transport.WorkRequest{WRID: tag, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
 		Imm: w.Imm, HasImm: w.Op == proto.WRWriteImm || w.Op == proto.WRSendImm}
 	var err error
 	switch w.Op {
@@ -201,7 +230,10 @@ func (d *EngineDriver) post(q *qp, w proto.WR) bool {
 	case proto.WRSend, proto.WRSendImm:
 		err = q.conn.PostSend(&wr)
 	case proto.WRRecv:
-		err = q.conn.PostRecv(w.WRID, buf)
+		err = q.conn.PostRecv(tag, buf)
+	}
+	if err != nil {
+		q.untag(tag)
 	}
 	switch err {
 	case nil:
@@ -255,10 +287,21 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		}
 		return
 	}
+	if l := d.waiting[c.Conn]; l != nil {
+		// A request not yet accepted: only its end matters.
+		if c.Op == transport.OpClosed {
+			d.requestClosed(l, c.Conn)
+		}
+		return
+	}
 	q := d.byConn[c.Conn]
 	if q == nil && c.Op == transport.OpConnected && c.Status == transport.StatusOK {
 		q = d.accept(e, now, c.Conn)
 		if q != nil {
+			return
+		}
+		if l := d.listeners[c.Conn.Service()]; l != nil {
+			d.enqueue(now, l, c.Conn)
 			return
 		}
 	}
@@ -273,6 +316,7 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		if q.state == qpConnecting {
 			q.state = qpConnected
 			q.peer = c.Conn.Peer()
+			q.event(proto.EventConnected, proto.StatusOK)
 			q.signal(nil)
 		}
 		return
@@ -280,9 +324,16 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		delete(d.byConn, c.Conn)
 		if q.conn == c.Conn {
 			was := q.state
-			q.state = qpClosed
-			if was == qpConnecting {
-				q.signal(proto.Errorf(proto.CodeConnect, "connection to %v failed: %v", c.Conn.Peer(), c.Status))
+			if was != qpClosed { // else closed by a connect that gave up, which set the reason
+				q.state, q.reason = qpClosed, statusOf(c.Status)
+			}
+			switch was {
+			case qpConnecting:
+				// The connect request reports it, and its event once it
+				// gives up (it may try again: Server.connect).
+				q.signal(connectError(c))
+			case qpConnected:
+				q.event(closedEvent(c.Status), q.reason)
 			}
 		}
 		return
@@ -291,12 +342,21 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 	if !ok {
 		return
 	}
+	wrid := c.WRID
 	if op != proto.CQRecvWriteImm {
 		q.outstanding--
+		t, ok := q.settle(c.WRID)
+		if !ok {
+			return
+		}
+		wrid = t.wrid
+		if t.unsignaled && c.Status == transport.StatusOK {
+			return // asked for no completion on success
+		}
 	}
 	d.stats.Completions++
 	before := q.overflow
-	q.complete(proto.CQE{WRID: c.WRID, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
+	q.complete(proto.CQE{WRID: wrid, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
 		Bytes: uint32(c.Bytes), Imm: c.Imm, Stream: c.Stream})
 	if q.overflow != before {
 		d.stats.CQOverflows++
@@ -316,6 +376,7 @@ func (d *EngineDriver) accept(e *dataplane.Engine, now transport.Time, c *transp
 	q.conn, q.state, q.peer = c, qpConnected, c.Peer()
 	d.byConn[c] = q
 	e.Endpoint().Unlisten(q.qpn)
+	q.event(proto.EventConnected, proto.StatusOK)
 	q.signal(nil)
 	return q
 }
@@ -398,4 +459,16 @@ func (d *EngineDriver) reapClosed() {
 	}
 	clear(d.reap[k:])
 	d.reap = d.reap[:k]
+}
+
+// connectError says which step of a connect failed.
+func connectError(c transport.Completion) error {
+	switch c.Status {
+	case transport.StatusRetryExceeded:
+		return proto.Errorf(proto.CodeConnect, "no answer from %v to CONNECT for queue pair %d (nothing listens there, or the host is down or unreachable)",
+			c.Conn.Peer(), c.Conn.Service())
+	case transport.StatusRejected:
+		return proto.Errorf(proto.CodeConnect, "rejected by %v: %v", c.Conn.Peer(), c.Conn.Err)
+	}
+	return proto.Errorf(proto.CodeConnect, "connection to %v failed: %v (%v)", c.Conn.Peer(), c.Status, c.Conn.Err)
 }

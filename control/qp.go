@@ -54,6 +54,16 @@ type qp struct {
 	pending  []proto.CQE
 	overflow uint64
 	cqDirty  bool // completions committed since the last Notify
+	// events: the application asked for connection events in its CQ
+	// (create_qp's events); reason is why the connection closed.
+	events bool
+	reason proto.CQStatus
+	// tags: the transport carries a request's index in tags as its WRID
+	// (tag.go), so a completion finds the application's wr_id and flags;
+	// free stacks the unused indices. Both are sized once, to the CQ:
+	// outstanding never exceeds it.
+	tags []wrTag
+	free []uint32
 }
 
 // A queue pair's share of the daemon's budget (budget.go): its two rings'
@@ -84,8 +94,10 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
 		cq.Close()
 		return nil, err
 	}
-	return &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
-		pending: make([]proto.CQE, 0, cqSlots)}, nil
+	q := &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
+		pending: make([]proto.CQE, 0, cqSlots)}
+	q.initTags(cqSlots)
+	return q, nil
 }
 
 // closeAppBell closes the daemon's copy of the application's end of the
@@ -123,6 +135,44 @@ func (q *qp) complete(c proto.CQE) {
 		return
 	}
 	q.pending = append(q.pending, c)
+}
+
+// event reports a connection event to the application, in order with
+// its completions, if it asked for events. pending has room for it as for
+// any completion (and counts it as an overflow if not).
+func (q *qp) event(ev proto.QPEvent, st proto.CQStatus) {
+	if q.events {
+		q.complete(proto.CQE{Op: proto.CQEvent, Event: ev, Status: st})
+	}
+}
+
+// closedEvent maps why a connected queue pair's connection closed onto
+// its event.
+func closedEvent(st transport.Status) proto.QPEvent {
+	switch st {
+	case transport.StatusFlushed, transport.StatusReset:
+		// Flushed: the peer's DISCONNECT (a close of ours would have
+		// come from destroy_qp, which takes the queue pair away
+		// first). Reset: the peer no longer knows the connection (its
+		// daemon restarted, or dropped it).
+		return proto.EventPeerClosed
+	case transport.StatusRetryExceeded:
+		return proto.EventRetryExceeded
+	}
+	return proto.EventFailed
+}
+
+// stateName is the queue pair's state as query_qp names it.
+func (q *qp) stateName() string {
+	switch q.state {
+	case qpIdle:
+		return proto.QPStateIdle
+	case qpConnecting:
+		return proto.QPStateConnecting
+	case qpConnected:
+		return proto.QPStateConnected
+	}
+	return proto.QPStateClosed
 }
 
 // flushCQ moves pending completions into the CQ and wakes the

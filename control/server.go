@@ -262,6 +262,18 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		err = s.accept(ctx, ss, &req, &resp)
 	case proto.OpDestroyQP:
 		err = s.destroyQP(ctx, ss, req.QPN)
+	case proto.OpQueryQP:
+		err = s.queryQP(ctx, ss, req.QPN, &resp)
+	case proto.OpListen:
+		err = s.listen(ctx, ss, &req, &resp)
+	case proto.OpGetRequest:
+		err = s.getRequest(ctx, ss, &req, &resp)
+	case proto.OpAcceptRequest:
+		err = s.decide(ctx, ss, &req, &resp, true)
+	case proto.OpRejectRequest:
+		err = s.decide(ctx, ss, &req, &resp, false)
+	case proto.OpUnlisten:
+		err = s.unlisten(ctx, ss, req.Service)
 	case proto.OpSession:
 		s.mu.Lock()
 		resp.Regions, resp.QPs, resp.Bytes = len(ss.regions), len(ss.qps), ss.bytes
@@ -298,6 +310,8 @@ type session struct {
 	bytes   int64
 	qps     map[uint32]*qp
 	engine  map[uint32]*Engine // queue pair -> its engine
+	// listeners by service (listener.go)
+	listeners map[uint32]*listener
 	// conns holds every connection its queue pairs made, by engine;
 	// appended and read only inside that engine's Do.
 	conns map[*Engine][]*transport.Conn
@@ -311,7 +325,7 @@ func (s *Server) open(cred proto.Cred) (*session, error) {
 	}
 	s.nextID++
 	ss := &session{id: s.nextID, cred: cred, regions: map[uint32]*region{}, qps: map[uint32]*qp{},
-		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}}
+		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}, listeners: map[uint32]*listener{}}
 	s.sessions[ss.id] = ss
 	return ss, nil
 }
@@ -439,6 +453,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		}
 		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
+	q.events = req.Events
 	var maxPayload int
 	var aerr error
 	if err := e.E.Do(ctx, func(transport.Time) {
@@ -511,49 +526,91 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 	if err != nil {
 		return proto.Errorf(proto.CodeBadRequest, "peer %q: %v", req.Peer, err)
 	}
-	ch := make(chan error, 1)
-	var perr error
-	var timeout time.Duration
-	if err := e.E.Do(ctx, func(now transport.Time) {
-		if q.state != qpIdle {
-			perr = proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
-			return
-		}
-		ep := e.E.Endpoint()
-		c, err := ep.Connect(now, peer, req.RemoteQPN, q.mem)
-		if err != nil {
-			perr = proto.Errorf(proto.CodeConnect, "%v", err)
-			return
-		}
-		ep.Unlisten(q.qpn)
-		delete(e.D.byQPN, q.qpn)
-		q.conn, q.state, q.waiter = c, qpConnecting, ch
-		e.D.byConn[c] = q
-		ss.conns[e] = append(ss.conns[e], c)
-		cfg := ep.Config()
-		timeout = cfg.ConnectTimeout * time.Duration(cfg.ConnectRetries+1)
-	}); err != nil {
-		return err
-	}
-	if perr != nil {
-		return perr
-	}
+	// With a timeout (the caller's context), a CONNECT that no one
+	// answered is tried again, each attempt on the transport's own
+	// retransmission schedule (§7.3), until the time is up: a peer that
+	// starts late is still reached. Refusals and resets are final.
+	var deadline time.Time
 	if req.TimeoutMS > 0 {
-		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+		deadline = time.Now().Add(time.Duration(req.TimeoutMS) * time.Millisecond)
 	}
-	err = s.waitFor(ctx, e, ch, timeout, func(now transport.Time) bool {
-		if q.waiter == nil {
-			return false
+	for attempt := 1; ; attempt++ {
+		ch := make(chan error, 1)
+		var perr error
+		if err := e.E.Do(ctx, func(now transport.Time) {
+			perr = s.startConnect(now, ss, e, q, peer, req.RemoteQPN, ch, attempt > 1)
+		}); err != nil {
+			return err
 		}
-		q.waiter = nil
-		q.conn.Close(now)
-		q.state = qpClosed
-		return true
-	})
-	if err == nil {
-		resp.QPN, resp.Peer = q.qpn, peer.String()
+		if perr != nil {
+			return perr
+		}
+		// Without a deadline the transport's verdict ends the attempt;
+		// the guard only bounds a wait the transport never answered.
+		wait := connectGuard
+		if !deadline.IsZero() {
+			wait = max(time.Millisecond, time.Until(deadline))
+		}
+		timedOut := false
+		err = s.waitFor(ctx, e, ch, wait, func(now transport.Time) bool {
+			if q.waiter == nil {
+				return false
+			}
+			q.waiter, timedOut = nil, true
+			q.conn.Close(now)
+			q.state, q.reason = qpClosed, proto.StatusRetryExceeded
+			return true
+		})
+		if err == nil {
+			resp.QPN, resp.Peer = q.qpn, peer.String()
+			return nil
+		}
+		again := false
+		_ = e.E.Do(context.Background(), func(transport.Time) {
+			again = q.state == qpClosed && q.reason == proto.StatusRetryExceeded && q.waiter == nil &&
+				!deadline.IsZero() && time.Until(deadline) > 0 && ctx.Err() == nil
+			if !again && q.state == qpClosed {
+				ev := proto.EventFailed
+				if q.reason == proto.StatusRetryExceeded {
+					ev = proto.EventRetryExceeded
+				}
+				q.event(ev, q.reason)
+			}
+		})
+		if !again {
+			if timedOut && ctx.Err() == nil {
+				err = proto.Errorf(proto.CodeConnect, "no answer from %v to CONNECT for queue pair %d within %v",
+					peer, req.RemoteQPN, time.Duration(req.TimeoutMS)*time.Millisecond)
+			}
+			if attempt > 1 {
+				return fmt.Errorf("%w (%d attempts)", err, attempt)
+			}
+			return err
+		}
 	}
-	return err
+}
+
+// connectGuard bounds a connect wait without a deadline; the transport's
+// CONNECT retries end it long before.
+const connectGuard = 30 * time.Second
+
+// startConnect sends a CONNECT for q (engine goroutine): from an idle
+// queue pair, or, with retry, one whose previous attempt went unanswered.
+func (s *Server) startConnect(now transport.Time, ss *session, e *Engine, q *qp, peer netip.Addr, remote uint32, ch chan error, retry bool) error {
+	if q.state != qpIdle && !(retry && q.state == qpClosed && q.reason == proto.StatusRetryExceeded) {
+		return proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
+	}
+	ep := e.E.Endpoint()
+	c, err := ep.Connect(now, peer, remote, q.mem)
+	if err != nil {
+		return proto.Errorf(proto.CodeConnect, "%v", err)
+	}
+	ep.Unlisten(q.qpn)
+	delete(e.D.byQPN, q.qpn)
+	q.conn, q.state, q.waiter, q.reason = c, qpConnecting, ch, proto.StatusOK
+	e.D.byConn[c] = q
+	ss.conns[e] = append(ss.conns[e], c)
+	return nil
 }
 
 func (s *Server) accept(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) error {
@@ -598,6 +655,24 @@ func (s *Server) accept(ctx context.Context, ss *session, req *proto.Request, re
 		})
 	}
 	return err
+}
+
+// queryQP answers a queue pair's state, peer and closing reason (read on
+// its engine, which owns them).
+func (s *Server) queryQP(ctx context.Context, ss *session, qpn uint32, resp *proto.Response) error {
+	q, e, err := s.lookupQP(ss, qpn)
+	if err != nil {
+		return err
+	}
+	return e.E.Do(ctx, func(transport.Time) {
+		resp.QPN, resp.State = q.qpn, q.stateName()
+		if q.peer.IsValid() {
+			resp.Peer = q.peer.String()
+		}
+		if q.state == qpClosed {
+			resp.Reason = proto.StatusName(q.reason)
+		}
+	})
 }
 
 func (s *Server) destroyQP(ctx context.Context, ss *session, qpn uint32) error {
@@ -668,6 +743,11 @@ func (s *Server) reclaim(ss *session) {
 				e.D.detach(now, q)
 				e.E.Endpoint().Unlisten(qpn)
 			}
+			for _, l := range ss.listeners {
+				if l.e == e {
+					conns = append(conns, e.D.closeListener(now, l)...)
+				}
+			}
 			for _, c := range ss.conns[e] {
 				if c.State() != transport.StateClosed && c.State() != transport.StateFailed {
 					conns = append(conns, c)
@@ -696,6 +776,9 @@ func (s *Server) reclaim(ss *session) {
 	s.mu.Lock()
 	for qpn := range ss.qps {
 		delete(s.qpns, qpn)
+	}
+	for service := range ss.listeners {
+		delete(s.qpns, service)
 	}
 	delete(s.sessions, ss.id)
 	s.mu.Unlock()

@@ -104,6 +104,16 @@ type Config struct {
 	// DISCONNECT; ConnectRetries bounds them.
 	ConnectTimeout time.Duration
 	ConnectRetries int
+	// KeepaliveInterval is how long an established connection with
+	// nothing of its own in flight may hear nothing from its peer before
+	// it sends a keepalive PROBE (§4.4), and the spacing of the probes
+	// after it; KeepaliveProbes unanswered in a row fail the connection
+	// with StatusRetryExceeded. A vanished peer is so noticed within
+	// (KeepaliveProbes+1) x KeepaliveInterval of its last packet. Negative:
+	// no keepalive (the connection then learns of a vanished peer only
+	// when it sends).
+	KeepaliveInterval time.Duration
+	KeepaliveProbes   int
 	// CookieLifetime bounds the age of a handshake cookie.
 	CookieLifetime time.Duration
 	// ResetRate bounds RESET and REJECT replies per millisecond, so a
@@ -179,12 +189,17 @@ var Defaults = Config{
 	RNRRetries:       1000, // a slow consumer is not an error; an absent one eventually is
 	ConnectTimeout:   time.Millisecond,
 	ConnectRetries:   10,
-	CookieLifetime:   10 * time.Second,
-	ResetRate:        64,
-	MaxConns:         1 << 16,
-	Port:             wire.DefaultPort,
-	EntropyMin:       49152, // the IANA dynamic range, where ephemeral ports live anyway
-	EntropyMax:       65535,
+	// A second of silence costs a 68-byte probe; four of them mean the
+	// peer is gone (TCP's keepalive, scaled from hours to what an RDMA
+	// application waits before it wants to know).
+	KeepaliveInterval: time.Second,
+	KeepaliveProbes:   3,
+	CookieLifetime:    10 * time.Second,
+	ResetRate:         64,
+	MaxConns:          1 << 16,
+	Port:              wire.DefaultPort,
+	EntropyMin:        49152, // the IANA dynamic range, where ephemeral ports live anyway
+	EntropyMax:        65535,
 	// Receivers hint fair shares: the hint settles an incast in one or
 	// two RTTs, faster than any sender-side loop can (§8.9).
 	RateHint: RateHintFair,
@@ -309,6 +324,8 @@ func (c *Config) Validate() error {
 	def(&c.RNRRetries, d.RNRRetries)
 	defd(&c.ConnectTimeout, d.ConnectTimeout)
 	def(&c.ConnectRetries, d.ConnectRetries)
+	defd(&c.KeepaliveInterval, d.KeepaliveInterval)
+	def(&c.KeepaliveProbes, d.KeepaliveProbes)
 	defd(&c.CookieLifetime, d.CookieLifetime)
 	def(&c.ResetRate, d.ResetRate)
 	def(&c.MaxConns, d.MaxConns)
@@ -331,6 +348,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SuspectLosses < 1 || c.PathTimeoutRTTs < 1 || c.MinPathTimeout <= 0 || (c.SlowFactor > 0 && c.SlowFactor < 1) {
 		bad("path health: suspect losses >= 1, path timeout >= 1 RTT and > 0, slow factor >= 1 (or negative: off)")
+	}
+	if c.KeepaliveProbes < 1 {
+		bad("keepalive probes %d: want >= 1", c.KeepaliveProbes)
 	}
 	if c.ProbeCount < 1 || c.RestoreProbes < 1 || c.RestoreProbes > c.ProbeCount {
 		bad("probes: want 1 <= restore probes %d <= probe count %d", c.RestoreProbes, c.ProbeCount)

@@ -63,6 +63,7 @@ type Conn struct {
 
 	snd sender
 	rcv receiver
+	ka  keepalive // keepalive.go
 
 	// Handshake and teardown retransmission.
 	ctlDeadline Time

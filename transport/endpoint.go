@@ -280,6 +280,7 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 	if c.acceptAt != 0 {
 		c.handshakeRTT(now)
 	}
+	c.heard(now)
 	switch p.Class {
 	case wire.ClassData:
 		if ce {
@@ -463,7 +464,7 @@ func (c *Conn) nextDeadline() Time {
 		return Never
 	}
 	d := Never
-	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer} {
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer, c.ka.deadline} {
 		if t != 0 && t < d {
 			d = t
 		}
@@ -527,6 +528,9 @@ func (c *Conn) onTimer(now Time) {
 	c.senderTimer(now)
 	if c.state == StateEstablished && c.snd.pathTimer != 0 && now >= c.snd.pathTimer {
 		c.snd.pathTimer = c.pathTick(now)
+	}
+	if c.state == StateEstablished && c.ka.deadline != 0 && now >= c.ka.deadline {
+		c.keepaliveTimer(now)
 	}
 }
 

@@ -215,6 +215,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		c.peerID = p.SrcConn()
 		c.rcv.cum = p.InitialPSN()
 		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+		c.heard(now) // the ACCEPT: arms the keepalive (keepalive.go)
 		c.ctlDeadline, c.ctlOwed = 0, 0
 		e.byPeer[peerKey{from, c.peerID}] = c
 		e.complete(Completion{Conn: c, Op: OpConnected})
@@ -298,6 +299,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 	c.peerID = p.SrcConn()
 	c.rcv.cum = p.InitialPSN()
 	c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+	c.heard(now) // the CONNECT: arms the keepalive (keepalive.go)
 	c.ctlOwed = wire.OpAccept
 	e.byPeer[peerKey{from, c.peerID}] = c
 	e.stats.ConnsAccepted++

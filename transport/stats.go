@@ -35,6 +35,7 @@ type Stats struct {
 	Timeouts                                  uint64    // RTO expiries
 	TailProbes                                uint64    // tail loss probes sent (§8.4)
 	ResponseTimeouts                          uint64    // RTO expiries with only READ responses awaited (§8.4)
+	KeepaliveProbes, KeepaliveFailures        uint64    // keepalive PROBEs of idle connections, and connections they failed
 	StreamPositionsLost                       uint64    // stream positions failed as lost to forged PSNs (§9.1)
 	SpuriousRetx                              uint64    // retransmissions of data already received
 	RNRWaits                                  uint64

@@ -79,11 +79,16 @@ type fileTransport struct {
 	RNRRetries      leaf[int]           `yaml:"rnr_retries"`
 	ConnectTimeout  leaf[time.Duration] `yaml:"connect_timeout"`
 	ConnectRetries  leaf[int]           `yaml:"connect_retries"`
-	CookieLifetime  leaf[time.Duration] `yaml:"cookie_lifetime"`
-	ResetRate       leaf[int]           `yaml:"reset_rate"`
-	MaxConns        leaf[int]           `yaml:"max_conns"`
-	EntropyMin      leaf[uint16]        `yaml:"entropy_min"`
-	EntropyMax      leaf[uint16]        `yaml:"entropy_max"`
+	// Keepalive of idle connections (docs/spec.md §4.4): silence before a
+	// PROBE and between probes (negative: off), and how many unanswered
+	// fail the connection.
+	KeepaliveInterval leaf[time.Duration] `yaml:"keepalive_interval"`
+	KeepaliveProbes   leaf[int]           `yaml:"keepalive_probes"`
+	CookieLifetime    leaf[time.Duration] `yaml:"cookie_lifetime"`
+	ResetRate         leaf[int]           `yaml:"reset_rate"`
+	MaxConns          leaf[int]           `yaml:"max_conns"`
+	EntropyMin        leaf[uint16]        `yaml:"entropy_min"`
+	EntropyMax        leaf[uint16]        `yaml:"entropy_max"`
 	// Paths (docs/spec.md §8.7, §8.8).
 	Mode             leaf[transport.Mode] `yaml:"mode"`
 	Planes           leaf[int]            `yaml:"planes"`
@@ -298,6 +303,8 @@ func (f *fileConfig) apply(c *Config, source string) error {
 	set(&t.RNRRetries, ft.RNRRetries)
 	set(&t.ConnectTimeout, ft.ConnectTimeout)
 	set(&t.ConnectRetries, ft.ConnectRetries)
+	set(&t.KeepaliveInterval, ft.KeepaliveInterval)
+	set(&t.KeepaliveProbes, ft.KeepaliveProbes)
 	set(&t.CookieLifetime, ft.CookieLifetime)
 	set(&t.ResetRate, ft.ResetRate)
 	set(&t.MaxConns, ft.MaxConns)

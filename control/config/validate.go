@@ -247,6 +247,7 @@ var transportKeys = []struct{ prefix, key string }{
 	{"rto bounds ", "transport.initial_rto, transport.min_rto, transport.max_rto"},
 	{"retry limits ", "transport.max_retries, transport.rnr_retries, transport.connect_retries"},
 	{"entropy range ", "transport.entropy_min, transport.entropy_max"},
+	{"keepalive probes ", "transport.keepalive_probes"},
 	{"mode ", "transport.mode"},
 	{"planes ", "transport.planes"},
 	{"path health", "transport.suspect_losses, transport.path_timeout_rtts, transport.min_path_timeout, transport.slow_factor"},
@@ -276,6 +277,7 @@ func (c *Config) validateTransport() []error {
 	}{
 		{"transport.rnr_delay", int64(t.RNRDelay)},
 		{"transport.connect_timeout", int64(t.ConnectTimeout)},
+		{"transport.keepalive_probes", int64(t.KeepaliveProbes)},
 		{"transport.cookie_lifetime", int64(t.CookieLifetime)},
 		{"transport.reset_rate", int64(t.ResetRate)},
 		{"transport.max_conns", int64(t.MaxConns)},

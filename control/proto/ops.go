@@ -12,8 +12,16 @@ const (
 	OpConnect   = "connect"    // connect a queue pair to a remote queue pair
 	OpAccept    = "accept"     // wait for a remote queue pair to connect to this one
 	OpDestroyQP = "destroy_qp" // close a queue pair's connection and free it
-	OpSession   = "session"    // what this session holds (regions, queue pairs)
-	OpSessions  = "sessions"   // daemon-wide session counts (for tests and status)
+	OpQueryQP   = "query_qp"   // a queue pair's state, peer and, once closed, why
+	// Listeners: a service that takes many connections, each a request
+	// the application accepts onto a fresh queue pair or rejects.
+	OpListen        = "listen"         // make a listener: its service number
+	OpGetRequest    = "get_request"    // wait for a connection request on a listener
+	OpAcceptRequest = "accept_request" // bind a request's connection to an idle queue pair
+	OpRejectRequest = "reject_request" // close a request's connection
+	OpUnlisten      = "unlisten"       // close a listener and the requests it holds
+	OpSession       = "session"        // what this session holds (regions, queue pairs)
+	OpSessions      = "sessions"       // daemon-wide session counts (for tests and status)
 )
 
 // Access rights of a region (§10.2); the same bits as transport.Access.
@@ -45,6 +53,18 @@ type Request struct {
 	SQSlots int `json:"sq_slots,omitempty"`
 	CQSlots int `json:"cq_slots,omitempty"`
 	Engine  int `json:"engine,omitempty"`
+	// create_qp: deliver the queue pair's connection events into its
+	// completion queue (CQEvent entries). A daemon that predates them
+	// ignores the field and sends none.
+	Events bool `json:"events,omitempty"`
+	// listen: how many connection requests may wait (0: 64, at most
+	// MaxBacklog); get_request, accept_request, reject_request, unlisten:
+	// the listener's Service; accept_request, reject_request: the
+	// Request (from get_request); accept_request: the idle queue pair in
+	// QPN.
+	Backlog int    `json:"backlog,omitempty"`
+	Service uint32 `json:"service,omitempty"`
+	Request uint64 `json:"request,omitempty"`
 	// connect, accept, destroy_qp: the local queue pair; connect: the
 	// peer's address and queue pair number; connect and accept: how long
 	// to wait, in milliseconds (0: the transport's connect timeout).
@@ -71,11 +91,42 @@ type Response struct {
 	QPN        uint32 `json:"qpn,omitempty"`
 	Local      string `json:"local,omitempty"`
 	MaxPayload int    `json:"max_payload,omitempty"`
-	// accept: who connected.
+	// accept: who connected; query_qp: the peer, if any.
 	Peer string `json:"peer,omitempty"`
+	// query_qp: the queue pair's state (QPState*) and, once closed, why
+	// (a completion status name: "flushed" for an orderly close by
+	// either side, "reset", "retry_exceeded", "rejected" ...).
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// get_request: the request's id (and its peer in Peer); listen: the
+	// service, and the engine's address in Local.
+	Request uint64 `json:"request,omitempty"`
+	Service uint32 `json:"service,omitempty"`
 	// session, sessions: counts.
 	Sessions int   `json:"sessions,omitempty"`
 	Regions  int   `json:"regions,omitempty"`
 	Bytes    int64 `json:"bytes,omitempty"`
 	QPs      int   `json:"qps,omitempty"`
 }
+
+// Queue pair states, as query_qp names them.
+const (
+	QPStateIdle       = "idle"       // accepting a connection to its number
+	QPStateConnecting = "connecting" // connect sent, no answer yet
+	QPStateConnected  = "connected"
+	QPStateClosed     = "closed" // closed or failed: only destroy_qp is left
+)
+
+// StatusName names a completion status for query_qp's reason.
+func StatusName(s CQStatus) string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+var statusNames = [...]string{"ok", "remote_access", "remote_invalid", "rnr_retry_exceeded", "retry_exceeded",
+	"local_length", "flushed", "reset", "rejected", "local_protection", "bad_wr", "not_connected"}
+
+// MaxBacklog bounds a listener's waiting connection requests.
+const MaxBacklog = 4096

@@ -64,6 +64,53 @@ func TestWRRoundTrip(t *testing.T) {
 	if got, ok := ParseCQE(cs[:]); !ok || got != c {
 		t.Fatalf("completion round trip %+v -> %+v", c, got)
 	}
+	// Inline data rides in bytes 44..63, only on WRITE and SEND, at most
+	// MaxInline bytes, with no lkey or local address.
+	in := WR{Op: WRSendImm, Flags: WRInline | WRUnsignaled, WRID: 3, Length: MaxInline, Imm: 9}
+	for i := range in.Inline {
+		in.Inline[i] = byte(i + 1)
+	}
+	var is [WRSize]byte
+	in.Put(is[:])
+	if got, ok := ParseWR(is[:]); !ok || got != in {
+		t.Fatalf("inline round trip %+v -> %+v", in, got)
+	}
+	for name, bad := range map[string]func(w *WR){
+		"too long": func(w *WR) { w.Length = MaxInline + 1 },
+		"read":     func(w *WR) { w.Op = WRRead },
+		"recv":     func(w *WR) { w.Op = WRRecv },
+		"lkey":     func(w *WR) { w.LKey = 1 },
+		"flag":     func(w *WR) { w.Flags |= 4 },
+	} {
+		w := in
+		bad(&w)
+		w.Put(is[:])
+		if _, ok := ParseWR(is[:]); ok {
+			t.Errorf("inline %s accepted", name)
+		}
+	}
+	// A connection event: its kind in byte 11, which a completion keeps 0.
+	ev := CQE{Op: CQEvent, Event: EventRetryExceeded, Status: StatusRetryExceeded}
+	ev.Put(cs[:])
+	if cs[11] != byte(EventRetryExceeded) {
+		t.Fatalf("event kind at byte 11: %d", cs[11])
+	}
+	if got, ok := ParseCQE(cs[:]); !ok || got != ev {
+		t.Fatalf("event round trip %+v -> %+v", ev, got)
+	}
+	cs[11] = 0
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("event without a kind accepted")
+	}
+	cs[11] = 99
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("unknown event kind accepted")
+	}
+	c.Put(cs[:])
+	cs[11] = 1
+	if _, ok := ParseCQE(cs[:]); ok {
+		t.Error("completion with an event kind accepted")
+	}
 }
 
 // FuzzDecode: any bytes give a header or an error, never a panic, and a

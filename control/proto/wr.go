@@ -23,9 +23,28 @@ const (
 	WRRecv     WROp = 6
 )
 
+// Work request flags (byte 1).
+const (
+	// WRUnsignaled: no completion when the request succeeds (verbs'
+	// request without IBV_SEND_SIGNALED); a failure still completes. A
+	// RECV always completes.
+	WRUnsignaled = 1
+	// WRInline: the data is in the slot itself, bytes 44..63 (Length
+	// of them, at most MaxInline), copied by the daemon when it takes
+	// the request: WRITE, WRITE with immediate, SEND and SEND with
+	// immediate only; lkey and local address are ignored (0).
+	WRInline   = 2
+	wrFlagsAll = WRUnsignaled | WRInline
+)
+
+// MaxInline is the most data a work request carries inline: the slot's
+// bytes after its fields.
+const MaxInline = WRSize - wrEnd
+
 // WR is a work request as the application posts it.
 type WR struct {
 	Op     WROp
+	Flags  uint8
 	Stream uint16
 	LKey   uint32
 	WRID   uint64
@@ -34,11 +53,13 @@ type WR struct {
 	RKey   uint32
 	RAddr  uint64
 	Imm    uint32
+	Inline [MaxInline]byte // WRInline: the data (Length bytes of it)
 }
 
 // Byte offsets in a WR slot; bytes 44..63 are reserved and zero.
 const (
 	wrOp     = 0
+	wrFlags  = 1
 	wrStream = 2
 	wrLKey   = 4
 	wrWRID   = 8
@@ -55,7 +76,7 @@ var ne = binary.NativeEndian
 // Put writes w into the slot s (len >= WRSize).
 func (w *WR) Put(s []byte) {
 	_ = s[WRSize-1]
-	s[wrOp], s[1] = byte(w.Op), 0
+	s[wrOp], s[wrFlags] = byte(w.Op), w.Flags
 	ne.PutUint16(s[wrStream:], w.Stream)
 	ne.PutUint32(s[wrLKey:], w.LKey)
 	ne.PutUint64(s[wrWRID:], w.WRID)
@@ -64,7 +85,11 @@ func (w *WR) Put(s []byte) {
 	ne.PutUint32(s[wrRKey:], w.RKey)
 	ne.PutUint64(s[wrRAddr:], w.RAddr)
 	ne.PutUint32(s[wrImm:], w.Imm)
-	clear(s[wrEnd:WRSize])
+	if w.Flags&WRInline != 0 {
+		copy(s[wrEnd:WRSize], w.Inline[:])
+	} else {
+		clear(s[wrEnd:WRSize])
+	}
 }
 
 // ParseWR reads a slot. It copies the fields out first (the application
@@ -75,11 +100,17 @@ func ParseWR(s []byte) (WR, bool) {
 	if len(s) < WRSize {
 		return WR{}, false
 	}
-	w := WR{Op: WROp(s[wrOp]), Stream: ne.Uint16(s[wrStream:]), LKey: ne.Uint32(s[wrLKey:]),
+	w := WR{Op: WROp(s[wrOp]), Flags: s[wrFlags], Stream: ne.Uint16(s[wrStream:]), LKey: ne.Uint32(s[wrLKey:]),
 		WRID: ne.Uint64(s[wrWRID:]), LAddr: ne.Uint64(s[wrLAddr:]), Length: ne.Uint32(s[wrLength:]),
 		RKey: ne.Uint32(s[wrRKey:]), RAddr: ne.Uint64(s[wrRAddr:]), Imm: ne.Uint32(s[wrImm:])}
-	if w.Op < WRWrite || w.Op > WRRecv || s[1] != 0 {
+	if w.Op < WRWrite || w.Op > WRRecv || w.Flags&^wrFlagsAll != 0 {
 		return w, false
+	}
+	if w.Flags&WRInline != 0 {
+		copy(w.Inline[:], s[wrEnd:WRSize])
+		ok := w.Length <= MaxInline && w.LKey == 0 && w.LAddr == 0 &&
+			(w.Op == WRWrite || w.Op == WRWriteImm || w.Op == WRSend || w.Op == WRSendImm)
+		return w, ok
 	}
 	for _, b := range s[wrEnd:WRSize] {
 		if b != 0 {
@@ -98,6 +129,22 @@ const (
 	CQSend         CQEOp = 3
 	CQRecv         CQEOp = 4 // a SEND from the peer landed in a posted receive
 	CQRecvWriteImm CQEOp = 5 // a WRITE with immediate from the peer completed
+	// CQEvent is not a work request's completion but an event of the
+	// queue pair's connection (Event says which, Status the reason), in
+	// order with the completions around it. Only queue pairs made with
+	// Request.Events get them (an older client would refuse the op).
+	CQEvent CQEOp = 6
+)
+
+// QPEvent is what happened to a queue pair's connection (a CQEvent's
+// byte 11).
+type QPEvent uint8
+
+const (
+	EventConnected     QPEvent = 1 // the connection is up (connect or accept)
+	EventPeerClosed    QPEvent = 2 // the peer closed it (DISCONNECT), or no longer knows it (RESET: Status reset)
+	EventFailed        QPEvent = 3 // it failed; Status says why (rejected, remote invalid, RNR ...)
+	EventRetryExceeded QPEvent = 4 // the peer stopped answering: data, a keepalive or the handshake went unanswered after the retries
 )
 
 // CQStatus is a completion's outcome.
@@ -127,6 +174,7 @@ type CQE struct {
 	Bytes  uint32
 	Imm    uint32
 	Stream uint16
+	Event  QPEvent // CQEvent only
 }
 
 const (
@@ -134,6 +182,7 @@ const (
 	cqOp     = 8
 	cqStatus = 9
 	cqFlags  = 10
+	cqEvent  = 11 // CQEvent's QPEvent; 0 in a completion
 	cqBytes  = 12
 	cqImm    = 16
 	cqStream = 20
@@ -144,7 +193,7 @@ const (
 func (c *CQE) Put(s []byte) {
 	_ = s[CQESize-1]
 	ne.PutUint64(s[cqWRID:], c.WRID)
-	s[cqOp], s[cqStatus], s[cqFlags], s[11] = byte(c.Op), byte(c.Status), 0, 0
+	s[cqOp], s[cqStatus], s[cqFlags], s[cqEvent] = byte(c.Op), byte(c.Status), 0, byte(c.Event)
 	if c.HasImm {
 		s[cqFlags] = 1
 	}
@@ -161,6 +210,9 @@ func ParseCQE(s []byte) (CQE, bool) {
 	}
 	c := CQE{WRID: ne.Uint64(s[cqWRID:]), Op: CQEOp(s[cqOp]), Status: CQStatus(s[cqStatus]),
 		HasImm: s[cqFlags]&1 != 0, Bytes: ne.Uint32(s[cqBytes:]), Imm: ne.Uint32(s[cqImm:]),
-		Stream: ne.Uint16(s[cqStream:])}
-	return c, c.Op >= CQWrite && c.Op <= CQRecvWriteImm
+		Stream: ne.Uint16(s[cqStream:]), Event: QPEvent(s[cqEvent])}
+	if c.Op == CQEvent {
+		return c, c.Event >= EventConnected && c.Event <= EventRetryExceeded
+	}
+	return c, c.Op >= CQWrite && c.Op <= CQRecvWriteImm && c.Event == 0
 }

@@ -129,6 +129,11 @@ func serve(ctx context.Context, o opts, ready func(where)) error {
 	}
 	hello := mr.Bytes()[o.size : o.size+16]
 	raddr, rkey := binary.LittleEndian.Uint64(hello), binary.LittleEndian.Uint32(hello[8:])
+	if size := int(binary.LittleEndian.Uint32(hello[12:])); size != o.size {
+		// Closing the session tells the client (its wait ends with
+		// ErrPeerClosed) instead of leaving it to its context.
+		return fmt.Errorf("the client writes %d bytes, this server -s %d", size, o.size)
+	}
 	for i := range o.n {
 		c, err := next(ctx, q, client.CompRecvWriteImm)
 		if err != nil {
@@ -165,6 +170,7 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 	hello := mr.Bytes()[:16]
 	binary.LittleEndian.PutUint64(hello, mr.Addr)
 	binary.LittleEndian.PutUint32(hello[8:], mr.Key)
+	binary.LittleEndian.PutUint32(hello[12:], uint32(o.size))
 	if err := q.PostSend(0, mr, 0, 16); err != nil {
 		return err
 	}
@@ -183,6 +189,11 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 		}
 		c, err := next(ctx, q, client.CompRecvWriteImm)
 		if err != nil {
+			// A flushed request or the wait itself: say how the
+			// connection ended if it did.
+			if e, ok := ended(ctx, q); ok {
+				return fmt.Errorf("round %d: the server closed the connection (does it run with -s %d?): %w", i, o.size, e.Err())
+			}
 			return err
 		}
 		rtt = append(rtt, time.Since(t0))
@@ -194,4 +205,20 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 	fmt.Fprintf(out, "%d round trips of %d bytes, all verified; p50 %v, p99 %v\n", o.n, o.size,
 		rtt[len(rtt)/2], rtt[len(rtt)*99/100])
 	return nil
+}
+
+// ended waits briefly for q's terminal event: after a flushed
+// completion it follows at once.
+func ended(ctx context.Context, q *client.QP) (client.Event, bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		e, err := q.WaitEvent(ctx)
+		if err != nil {
+			return e, false
+		}
+		if e.Terminal() {
+			return e, true
+		}
+	}
 }

@@ -1,0 +1,54 @@
+package control
+
+import "github.com/metaroce/metaroce/control/proto"
+
+// Work request tags. The application's wr_id is its own (any 64 bits,
+// repeated at will), so the transport is handed instead the index of the
+// request's entry in its queue pair's tag table, and the completion's
+// WRID finds the entry again: the application's wr_id and what it asked
+// (an unsignaled request completes only on failure). The table has one
+// entry per completion-queue slot, which bounds the requests outstanding
+// (budget), so taking an entry never fails and nothing allocates.
+
+type wrTag struct {
+	wrid       uint64
+	unsignaled bool
+	// inline holds an inline request's data while the transport may
+	// still read it (until its completion: retransmissions).
+	inline [proto.MaxInline]byte
+}
+
+func (q *qp) initTags(n int) {
+	q.tags = make([]wrTag, n)
+	q.free = make([]uint32, n)
+	for i := range q.free {
+		q.free[i] = uint32(n - 1 - i)
+	}
+}
+
+// tag takes an entry for a request handed to the transport.
+func (q *qp) tag(wrid uint64, unsignaled bool) (uint64, bool) {
+	if len(q.free) == 0 {
+		return 0, false // cannot happen while outstanding <= the CQ's slots
+	}
+	i := q.free[len(q.free)-1]
+	q.free = q.free[:len(q.free)-1]
+	q.tags[i] = wrTag{wrid: wrid, unsignaled: unsignaled}
+	return uint64(i), true
+}
+
+// untag gives back the entry a transport request was not taken with.
+func (q *qp) untag(t uint64) { q.free = append(q.free, uint32(t)) }
+
+// settle returns the entry of a completed request and frees it; ok is
+// false for a WRID that is no entry in use (a bug, or a completion that
+// is not a request's).
+func (q *qp) settle(t uint64) (wrTag, bool) {
+	if t >= uint64(len(q.tags)) || len(q.free) == len(q.tags) {
+		return wrTag{}, false
+	}
+	w := q.tags[t]
+	q.tags[t] = wrTag{}
+	q.free = append(q.free, uint32(t))
+	return w, true
+}
