@@ -94,7 +94,7 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
 		cq.Close()
 		return nil, err
 	}
-	q := &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
+	q = &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
 		pending: make([]proto.CQE, 0, cqSlots)}
 	q.initTags(cqSlots)
 	return q, nil
