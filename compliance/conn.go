@@ -75,6 +75,12 @@ type rxPath struct {
 	seen    map[uint32]bool
 	echo    uint64
 	echoPSN wire.PSN
+	// echoAt is when the echoed packet arrived: the suite's acks report
+	// how long it held them (§5.1 AckDelay), as an honest receiver does,
+	// so a case that withholds acks on purpose does not hand the target's
+	// RTT estimator (and its congestion controller) a fabric delay of the
+	// whole silence.
+	echoAt time.Time
 }
 
 // connect opens a connection with the full handshake (§7.3).
@@ -339,7 +345,10 @@ func (c *Conn) isData() func(*rxPacket) bool {
 
 // record notes a data packet of the target in our receive state (§5.2,
 // §8.2), as a receiver would.
-func (c *Conn) record(d wire.Data) {
+func (c *Conn) record(d wire.Data) { c.recordAt(d, time.Now()) }
+
+// recordAt is record for a packet that arrived at at.
+func (c *Conn) recordAt(d wire.Data, at time.Time) {
 	// A path sequence is never reused, not even by a retransmission (§8.1).
 	if c.txs == nil {
 		c.txs = map[[2]uint32]wire.PSN{}
@@ -357,7 +366,7 @@ func (c *Conn) record(d wire.Data) {
 	}
 	p.seen[s] = true
 	if int32(s-p.highest) >= 0 {
-		p.highest, p.echo, p.echoPSN = s, d.Timestamp(), d.PSN()
+		p.highest, p.echo, p.echoPSN, p.echoAt = s, d.Timestamp(), d.PSN(), at
 	}
 	if d.Opcode() == wire.OpProbe {
 		return
@@ -384,7 +393,7 @@ func (c *Conn) ackPath(path uint16) {
 		return
 	}
 	h := wire.AckHeader{DstConn: c.Peer, CumPSN: c.cum, PathID: path, PathAckSeq: p.highest, EchoPSN: p.echoPSN,
-		EchoTimestamp: p.echo, Credit: suiteRecvWindow}
+		EchoTimestamp: p.echo, Credit: suiteRecvWindow, AckDelay: holdNs(p.echoAt)}
 	if c.credit != 0 {
 		h.Credit = c.credit
 	}
@@ -426,7 +435,7 @@ func (c *Conn) serveRead(msgID uint32, want int, ackThem bool, drop func(wire.Da
 		var h wire.DataHeader
 		h.Decode(d)
 		hs = append(hs, h)
-		c.record(d)
+		c.recordAt(d, r.at)
 		if ackThem {
 			c.ackPath(d.PathID())
 		}
@@ -440,6 +449,14 @@ func (c *Conn) serveRead(msgID uint32, want int, ackThem bool, drop func(wire.Da
 		c.t.Fatalf("READ response: %d of %d bytes within %v", got, want, c.t.o.Timeout)
 	}
 	return buf, hs
+}
+
+// holdNs is the time since at in nanoseconds, as AckDelay carries it.
+func holdNs(at time.Time) uint32 {
+	if at.IsZero() {
+		return 0
+	}
+	return uint32(min(max(time.Since(at), 0), time.Duration(^uint32(0))))
 }
 
 func hex32(v uint32) string {
