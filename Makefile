@@ -4,14 +4,17 @@
 # root: the AF_XDP, BPF and network-namespace tests need root and skip,
 # saying why, without it.
 
-GO       ?= go
+# sudo's secure_path usually lacks Go's directory: fall back to the
+# standard install location so `sudo make test` finds the toolchain.
+GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
 RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... ./telemetry/... ./control/... ./client/... ./examples/... ./compliance/...
 
 # make install: the daemon, the metaroce tool, the systemd unit and the
-# example configuration (kept if one is there). PREFIX is where binaries
+# minimal configuration (interfaces only; kept if one is there), with the
+# every-key reference beside the docs in $(DATADIR)/metaroced. PREFIX is where binaries
 # and the unit go; DESTDIR stages an install for packaging. The unit names
 # /usr/local/bin/metaroced: with another PREFIX its ExecStart is rewritten.
 PREFIX     ?= /usr/local
@@ -19,6 +22,7 @@ DESTDIR    ?=
 BINDIR      = $(PREFIX)/bin
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
+DATADIR    ?= $(PREFIX)/share
 
 # DEMO_FLAGS are passed to `metaroce demo` (for example -topology leafspine).
 DEMO_FLAGS ?= -json
@@ -67,10 +71,18 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/metaroce ./cmd/metaroce
 
 install: build
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/metaroced
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/metaroced $(DESTDIR)$(DATADIR)/metaroced
 	install -m 0755 bin/metaroced bin/metaroce $(DESTDIR)$(BINDIR)/
 	sed 's|/usr/local/bin/metaroced|$(BINDIR)/metaroced|; s|/etc/metaroced/|$(SYSCONFDIR)/metaroced/|' \
 		deploy/metaroced.service > $(DESTDIR)$(UNITDIR)/metaroced.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/metaroced.service
+	install -m 0644 deploy/metaroced.yaml $(DESTDIR)$(DATADIR)/metaroced/metaroced.reference.yaml
 	test -e $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml || \
-		install -m 0644 deploy/metaroced.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml
+		install -m 0644 deploy/metaroced.minimal.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml
+	$(MAKE) install-wireshark
+
+# The Wireshark dissector, in the Lua plugin directory tshark names (or
+# WIRESHARK_PLUGIN_DIR), beside the docs too (deploy/wireshark/install.sh).
+.PHONY: install-wireshark
+install-wireshark:
+	DESTDIR='$(DESTDIR)' DATADIR='$(DATADIR)' ./deploy/wireshark/install.sh

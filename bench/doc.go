@@ -34,6 +34,16 @@
 // how many B's program redirected, B's socket's XDP_STATISTICS, and the
 // drop counters of every interface on the path.
 //
+// Jumbo frames. RawOptions.MTU sets the frame to MTU+14 bytes, so the
+// baseline runs the frames MetaRoCE runs at that MTU. Above 3500 (or for a
+// frame over the 3840 bytes one 4096-byte chunk receives) our layer runs
+// multi-buffer, as the AF_XDP backend does: the steering program's frags
+// variant, XDP_USE_SG, and each frame built once in a TX span of
+// consecutive chunks and sent as the descriptor chain Split cuts (3 at MTU
+// 9000, 2 at 4200). The sink verifies a chain in place, without copying
+// it: kind, tag and numbers from its first buffer, the length from the sum
+// of its descriptors. asavie/xdp has no XDP_USE_SG and refuses such runs.
+//
 // Latency. A sends one small probe, B's reflector swaps its Ethernet and IP
 // addresses in place (the checksums are invariant under the swap) and
 // sends it back, and A takes the round trip; RoundTrips times, or until

@@ -26,7 +26,7 @@ const (
 	// measured 7-9 us round trip.
 	DefaultRoundTrips = 10000
 	// DefaultTxSkbBudget is XDP_MAX_TX_SKB_BUDGET for both AF_XDP layers:
-	// 256 frames per sendto measured +28% over the kernel's 32 (PLATFORM.md).
+	// 256 frames per sendto measured +28% over the kernel's 32 (docs/platform.md).
 	DefaultTxSkbBudget = 256
 	// DefaultStreams is the number of TCP connections.
 	DefaultStreams = 1
@@ -59,9 +59,18 @@ var ErrSequence = errors.New("bench: sequence check failed")
 
 // RawOptions configures RawAFXDP and RawAsavie. The zero value is valid.
 type RawOptions struct {
+	// MTU is the IP MTU the run stands for, 576 to 9216; default 1500.
+	// Set it to the MTU MetaRoCE runs at to compare at the same frame size:
+	// FrameSize then defaults to MTU+14, the whole Ethernet frame. Above
+	// 3500 (or for frames over 3840 bytes) our socket layer runs
+	// multi-buffer frames: XDP_USE_SG, the steering program's frags
+	// variant, 4096-byte chunks, each frame sent from a TX span as a chain
+	// and verified at the sink from its chain without a copy. The asavie
+	// backend runs single-buffer frames of up to 1792 bytes only.
+	MTU int
 	// FrameSize is the Ethernet frame length of the rate run, bytes.
-	// Default DefaultFrameSize. It must fit the veth MTU plus 14 and a UMEM
-	// chunk minus the 256-byte RX headroom (1792).
+	// Default MTU+14 (DefaultFrameSize at MTU 1500). It must fit the
+	// interface's MTU plus 14, and the options' MTU plus 14.
 	FrameSize int
 	// Duration is the length of the rate run, of which the first tenth
 	// (at most 200 ms) is warm-up, not counted in the rates. The latency run
@@ -87,8 +96,14 @@ type RawOptions struct {
 }
 
 func (o RawOptions) withDefaults() (RawOptions, error) {
+	if o.MTU == 0 {
+		o.MTU = 1500
+	}
+	if o.MTU < 576 || o.MTU > 9216 {
+		return o, fmt.Errorf("bench: MTU %d: want 576 to 9216", o.MTU)
+	}
 	if o.FrameSize == 0 {
-		o.FrameSize = DefaultFrameSize
+		o.FrameSize = o.MTU + 14
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration
@@ -111,12 +126,12 @@ func (o RawOptions) withDefaults() (RawOptions, error) {
 	if o.Duration < 0 {
 		return o, fmt.Errorf("bench: negative duration %v", o.Duration)
 	}
-	const maxFrame = umemChunk - 256 // copy-mode RX headroom
+	maxFrame := o.MTU + 14 // the Ethernet header on the IP MTU
 	minFrame := frame.HeaderLen(o.IPv6) + payloadLen
 	for _, s := range []int{o.FrameSize, o.ProbeSize} {
 		if s > maxFrame || s < minFrame {
-			return o, fmt.Errorf("%w: %d bytes (%d to %d: headers and our payload, up to a %d-byte UMEM chunk less the RX headroom)",
-				errFrameSize, s, minFrame, maxFrame, umemChunk)
+			return o, fmt.Errorf("%w: %d bytes (%d to %d: headers and our payload, up to MTU %d plus the Ethernet header)",
+				errFrameSize, s, minFrame, maxFrame, o.MTU)
 		}
 	}
 	return o, nil
@@ -130,6 +145,11 @@ type RawResult struct {
 	Backend string `json:"backend"`
 	// FrameSize is the Ethernet frame length of the rate run, bytes.
 	FrameSize int `json:"frame_size"`
+	// MTU is the IP MTU of the run; MultiBuffer reports frames sent and
+	// received as descriptor chains (XDP_USE_SG), Chain their length.
+	MTU         int  `json:"mtu"`
+	MultiBuffer bool `json:"multi_buffer"`
+	Chain       int  `json:"chain,omitempty"`
 	// Seconds is the measurement window.
 	Seconds float64 `json:"seconds"`
 	// PPS is verified frames received at B per second.
@@ -206,6 +226,10 @@ type TCPOptions struct {
 	NoOffloads bool
 	// WriteSize is the size of one write on the sender. Default 128 KiB.
 	WriteSize int
+	// Connected, if set, runs once every connection is up and before the
+	// warm-up: the loss sweep turns the switch's loss on there, so that a
+	// lost SYN (whose retry is a second away) does not decide the run.
+	Connected func() error
 }
 
 func (o TCPOptions) withDefaults() (TCPOptions, error) {

@@ -107,6 +107,21 @@ func (t *template) check(f []byte, kind byte, frameLen int) (seq uint64, ok bool
 	return seq, seq == ^binary.BigEndian.Uint64(p[offInv:])
 }
 
+// checkHead is check for the first buffer of a frame whose length the
+// caller adds up (a multi-buffer frame): it needs only the headers and the
+// fixed payload fields.
+func (t *template) checkHead(f []byte, kind byte) (seq uint64, ok bool) {
+	if len(f) < t.hdrLen+payloadLen {
+		return 0, false
+	}
+	p := f[t.hdrLen:]
+	if p[offKind] != kind || binary.BigEndian.Uint16(p[offTag:]) != t.tag {
+		return 0, false
+	}
+	seq = binary.BigEndian.Uint64(p[offSeq:])
+	return seq, seq == ^binary.BigEndian.Uint64(p[offInv:])
+}
+
 // turnAround turns a received frame around in place: it swaps the Ethernet
 // addresses and the IP addresses, and keeps the UDP ports, so the reply goes
 // to the same MetaRoCE port on the sender, where its XDP program steers it

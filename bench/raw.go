@@ -118,7 +118,7 @@ func runRaw(ctx context.Context, a, b *testnet.Host, opts RawOptions, name strin
 	if err != nil {
 		return res, err
 	}
-	res.FrameSize, res.IPv6 = opts.FrameSize, opts.IPv6
+	res.FrameSize, res.IPv6, res.MTU = opts.FrameSize, opts.IPv6, opts.MTU
 	if a == nil || b == nil || a.Port == nil || b.Port == nil {
 		return res, errors.New("bench: two hosts with ports are needed")
 	}

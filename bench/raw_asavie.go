@@ -35,7 +35,11 @@ type asavieHost struct {
 }
 
 func openAsavieHost(h *testnet.Host, opts RawOptions) (*asavieHost, error) {
-	prog, att, ifindex, err := attachProgram(h, opts.Port)
+	if l := layoutFor(opts); l.sg || l.chunk != umemChunk {
+		return nil, fmt.Errorf("asavie/xdp runs single-buffer frames in %d-byte chunks: a %d-byte frame at MTU %d does not fit (it has no XDP_USE_SG)",
+			umemChunk, opts.FrameSize, opts.MTU)
+	}
+	prog, att, ifindex, err := attachProgram(h, opts.Port, false)
 	if err != nil {
 		return nil, err
 	}

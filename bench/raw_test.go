@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -151,15 +152,41 @@ func TestRawCancel(t *testing.T) {
 
 func TestRawOptionsRefused(t *testing.T) {
 	for _, o := range []RawOptions{
-		{FrameSize: 1793},           // beyond a 2048-byte chunk less the RX headroom
-		{FrameSize: 40},             // shorter than the headers
-		{Duration: -time.Second},    // negative
-		{ProbeSize: 70, IPv6: true}, // under 62+20
+		{FrameSize: 1515},            // beyond MTU 1500 and the Ethernet header
+		{MTU: 4000, FrameSize: 4015}, // beyond MTU 4000 likewise
+		{MTU: 9217},                  // beyond the largest MTU
+		{FrameSize: 40},              // shorter than the headers
+		{Duration: -time.Second},     // negative
+		{ProbeSize: 70, IPv6: true},  // under 62+20
 	} {
 		// The options are checked before the hosts, so empty hosts do.
 		res, err := RawAFXDP(context.Background(), &testnet.Host{}, &testnet.Host{}, o)
 		if err == nil || strings.Contains(err.Error(), "two hosts") {
 			t.Errorf("%+v: error %v, result %+v", o, err, res)
 		}
+	}
+}
+
+// TestRawAFXDPJumbo runs the raw baseline with multi-buffer frames, at
+// MTU 9000 (three-descriptor chains) and 4200 (two), as the demo does
+// when MetaRoCE runs at that MTU: every frame verified at the sink.
+func TestRawAFXDPJumbo(t *testing.T) {
+	needRoot(t)
+	for _, mtu := range []int{9000, 4200} {
+		t.Run(fmt.Sprint(mtu), func(t *testing.T) {
+			p := testnet.NewPair(t, testnet.Config{Link: testnet.LinkConfig{MTU: mtu}})
+			res, err := RawAFXDP(testCtx(t), p.A, p.B, RawOptions{Duration: time.Second, MTU: mtu, RoundTrips: 1000})
+			checkRaw(t, res, err, "xsk")
+			want := map[int]int{9000: 3, 4200: 2}[mtu]
+			if res.FrameSize != mtu+14 || res.MTU != mtu || !res.MultiBuffer || res.Chain != want || res.XDPMode != "native" {
+				t.Errorf("frame %d, mtu %d, multi-buffer %v, chain %d, xdp %q: want %d, %d, true, %d, native",
+					res.FrameSize, res.MTU, res.MultiBuffer, res.Chain, res.XDPMode, mtu+14, mtu, want)
+			}
+			noXDPLeft(t, p.A, p.B)
+			if _, err := RawAsavie(testCtx(t), p.A, p.B, RawOptions{Duration: time.Second, MTU: mtu}); err == nil ||
+				!strings.Contains(err.Error(), "single-buffer") {
+				t.Errorf("asavie at mtu %d: %v, want a refusal", mtu, err)
+			}
+		})
 	}
 }

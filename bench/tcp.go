@@ -101,6 +101,11 @@ func TCP(ctx context.Context, a, b *testnet.Host, opts TCPOptions) (res TCPResul
 		conns = append(conns, c)
 		receivers = append(receivers, c)
 	}
+	if opts.Connected != nil {
+		if err := opts.Connected(); err != nil {
+			return res, fmt.Errorf("bench tcp: after connecting: %w", err)
+		}
+	}
 
 	var sent, received atomic.Uint64
 	var stop atomic.Bool

@@ -25,7 +25,7 @@ func TestTCPPair(t *testing.T) {
 
 // TestTCPLossThroughSwitch runs TCP through a star's switch without loss,
 // then with 1% random drop, in the same topology: the lossy run must carry
-// less. PLATFORM.md measured 13.1 against 5.4 Gb/s with iperf3 (offloads
+// less. docs/platform.md records 13.1 against 5.4 Gb/s with iperf3 (offloads
 // on), a margin no run-to-run noise closes.
 func TestTCPLossThroughSwitch(t *testing.T) {
 	needRoot(t)
@@ -74,5 +74,20 @@ func TestTCPNoOffloads(t *testing.T) {
 	}
 	if res.Gbps <= 0 {
 		t.Fatalf("nothing measured: %+v", res)
+	}
+}
+
+// TestTCPPingPong: every round trip is echoed intact (the check inside
+// compares each echo's sequence byte) and the figures are ordered.
+func TestTCPPingPong(t *testing.T) {
+	needRoot(t)
+	s := testnet.NewStar(t, 2, testnet.Config{})
+	res, err := TCPPingPong(testCtx(t), s.Hosts[0], s.Hosts[1], TCPPingOptions{Count: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	if res.RoundTrips != 300 || res.RTTMinUs <= 0 || res.RTTP50us < res.RTTMinUs || res.RTTP99us < res.RTTP50us {
+		t.Fatalf("figures out of order: %+v", res)
 	}
 }

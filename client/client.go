@@ -173,13 +173,33 @@ func (c *Client) do(req proto.Request, resp *proto.Response, fds ...int) ([]*os.
 	if h.Code != proto.CodeOK {
 		closeAll(r.files)
 		pe := &proto.Error{Code: h.Code, Msg: h.Error}
-		if e, ok := codeErr[h.Code]; ok {
-			return nil, fmt.Errorf("%w: %s: %w", e, req.Op, pe)
+		kind, ok := codeErr[h.Code]
+		if !ok {
+			kind = ErrDaemonError
 		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrDaemonError, req.Op, pe)
+		return nil, &opError{kind: kind, op: req.Op, pe: pe}
 	}
 	return r.files, nil
 }
+
+// opError is a request the daemon refused: errors.Is matches its kind
+// (ErrConnect, ErrLimit, ...) and errors.As its *proto.Error, and it reads
+// "metaroce: connect failed: connect: connection to ... failed", each part
+// once (the kind already says what the code says).
+type opError struct {
+	kind error
+	op   string
+	pe   *proto.Error
+}
+
+func (e *opError) Error() string {
+	if e.pe.Msg == "" {
+		return e.kind.Error() + ": " + e.op
+	}
+	return e.kind.Error() + ": " + e.op + ": " + e.pe.Msg
+}
+
+func (e *opError) Unwrap() []error { return []error{e.kind, e.pe} }
 
 func closeAll(fs []*os.File) {
 	for _, f := range fs {

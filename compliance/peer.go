@@ -103,13 +103,16 @@ func setRecvTOS(c *net.UDPConn, v4 bool) error {
 		} else {
 			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
 		}
+		// The kernel's receive time: the rate cases measure when replies
+		// arrived, not when a loaded suite got round to reading them.
+		serr = errors.Join(serr, unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1))
 	})
 	return errors.Join(err, serr)
 }
 
 func (p *peer) receive(c *net.UDPConn, local netip.Addr) {
 	buf := make([]byte, 65536)
-	oob := make([]byte, 128)
+	oob := make([]byte, 256)
 	for {
 		n, oobn, _, from, err := c.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
@@ -120,6 +123,9 @@ func (p *peer) receive(c *net.UDPConn, local netip.Addr) {
 		}
 		r := &rxPacket{b: append([]byte(nil), buf[:n]...), from: from, to: local, at: time.Now()}
 		r.tos, r.tosK = tosOf(oob[:oobn])
+		if t, ok := kernelTime(oob[:oobn]); ok {
+			r.at = t
+		}
 		r.pkt, r.err = wire.Parse(r.b)
 		select {
 		case p.in <- r:
@@ -144,6 +150,23 @@ func tosOf(oob []byte) (uint8, bool) {
 		}
 	}
 	return 0, false
+}
+
+// kernelTime takes SO_TIMESTAMPNS's receive time out of the control
+// messages.
+func kernelTime(oob []byte) (time.Time, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(uint64(uint32(nativeInt(m.Data[0:4]))) | uint64(uint32(nativeInt(m.Data[4:8])))<<32)
+			nsec := int64(uint64(uint32(nativeInt(m.Data[8:12]))) | uint64(uint32(nativeInt(m.Data[12:16])))<<32)
+			return time.Unix(sec, nsec), true
+		}
+	}
+	return time.Time{}, false
 }
 
 func nativeInt(b []byte) int32 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,10 +230,13 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 	fail := func(err error) proto.Response {
 		r := proto.Response{Header: proto.Header{V: proto.Version, Seq: h.Seq, Code: proto.CodeInternal}}
 		var pe *proto.Error
-		if errors.As(err, &pe) {
-			r.Code = pe.Code
-		}
 		r.Error = err.Error()
+		if errors.As(err, &pe) {
+			// The code travels in its own field: the message says the
+			// rest once ("connect_failed: connect_failed: ..." otherwise).
+			r.Code = pe.Code
+			r.Error = strings.TrimPrefix(r.Error, string(pe.Code)+": ")
+		}
 		return r
 	}
 	if err != nil {

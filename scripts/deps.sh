@@ -25,6 +25,8 @@ test_deps=(
 	promtool:prometheus      # PromQL of the dashboard and the metrics
 	prometheus:prometheus    # a real server scrapes the daemon
 	systemd-analyze:systemd  # the unit verifies and keeps its hardening
+	"tshark:tshark"          # the Wireshark dissector runs over captures
+	"tcpdump:tcpdump"        # testnet captures a namespace's interface
 )
 # libbpf-dev ships headers, not a command: checked by file.
 header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev)
@@ -44,9 +46,10 @@ for e in "${want[@]}"; do
 	cmd=${e%%:*} pkg=${e#*:}
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
+# DEPS_ROOT moves the header check under another root (the test's).
 for e in "${headers[@]}"; do
 	f=${e%%:*} pkg=${e#*:}
-	[ -e "$f" ] || missing+=("$pkg")
+	[ -e "${DEPS_ROOT:-}$f" ] || missing+=("$pkg")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0

@@ -124,7 +124,7 @@ func RunLossy(cfg LossyConfig) (*Result, error) {
 		Access: transport.AccessRemoteWrite | transport.AccessRemoteRead | transport.AccessLocalWrite})
 	b.EP.Listen(service, memB)
 
-	res := &Result{Scenario: "lossy", Transport: "metaroce", Op: cfg.Op, Seed: cfg.Seed,
+	res := &Result{Scenario: "lossy", Transport: string(tcMode(cfg.Transport)), Op: cfg.Op, Seed: cfg.Seed,
 		Messages: cfg.Messages, Size: cfg.Size}
 	var (
 		conn       *transport.Conn

@@ -66,19 +66,27 @@ type MultipathResult struct {
 	ProbesSent        uint64  `json:"probes_sent"`
 	GoodputBeforeGbps float64 `json:"goodput_before_gbps"`
 	GoodputAfterGbps  float64 `json:"goodput_after_gbps"`
-	RecoveryUs        float64 `json:"recovery_us"`
-	Recovered         bool    `json:"recovered"`
-	SprayCV           float64 `json:"spray_cv"` // coefficient of variation of packets over healthy paths
-	QueueDrops        uint64  `json:"queue_drops"`
+	// Recovered: goodput came back to 90% of the after-fault level and
+	// held, no message failed or was left incomplete, and every
+	// connection that had work completed something again. RecoveryUs is
+	// defined (and printed) only when it did.
+	RecoveryUs float64 `json:"recovery_us,omitempty"`
+	Recovered  bool    `json:"recovered"`
+	SprayCV    float64 `json:"spray_cv"` // coefficient of variation of packets over healthy paths
+	QueueDrops uint64  `json:"queue_drops"`
 	// LogicalCV is the coefficient of variation of packets over all the
 	// connections' logical paths: how evenly the scheduler sprays.
 	LogicalCV float64 `json:"logical_path_cv"`
 	// ConnStallUs is the longest any connection went after the fault
-	// before its next completed message (-1: one never completed again).
-	ConnStallUs   float64   `json:"conn_stall_us"`
-	MaxQueueBytes int       `json:"queue_max_bytes"`
-	PerPath       []PathRow `json:"per_path"`
-	GoodputSeries []float64 `json:"-"`
+	// before its next completed message, over the connections that did
+	// complete one (-1: one never completed again; then the field is not
+	// printed and ConnsNeverResumed counts them).
+	ConnStallUs       float64   `json:"-"`
+	ConnStallUsJSON   *float64  `json:"conn_stall_us,omitempty"`
+	ConnsNeverResumed int       `json:"conns_never_resumed"`
+	MaxQueueBytes     int       `json:"queue_max_bytes"`
+	PerPath           []PathRow `json:"per_path"`
+	GoodputSeries     []float64 `json:"-"`
 }
 
 // Windows (documented in docs/sim.md): goodput before is the mean over
@@ -334,16 +342,23 @@ func RunMultipath(cfg MultipathConfig) (*MultipathResult, error) {
 	}
 	res.GoodputSeries = series
 	res.windows(cfg)
+	stall := 0.0
 	for ci, t := range firstAfter {
 		switch {
 		case t > 0:
-			res.ConnStallUs = max(res.ConnStallUs, float64(t-Time(cfg.FailAt))/1e3)
+			stall = max(stall, float64(t-Time(cfg.FailAt))/1e3)
 		case hadWork[ci]:
-			res.ConnStallUs = -1 // never completed anything again
+			res.ConnsNeverResumed++ // never completed anything again
 		}
-		if res.ConnStallUs < 0 {
-			break
-		}
+	}
+	res.ConnStallUs = stall
+	if res.ConnsNeverResumed > 0 {
+		res.ConnStallUs = -1
+	} else {
+		res.ConnStallUsJSON = &stall
+	}
+	if res.MessagesFailed > 0 || res.MessagesLost > 0 || res.ConnsNeverResumed > 0 {
+		res.Recovered, res.RecoveryUs = false, 0
 	}
 	res.WallS = time.Since(start).Seconds()
 	if res.MessagesLost > 0 && res.Error == "" {

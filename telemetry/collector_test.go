@@ -175,9 +175,9 @@ func TestCollectorLint(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Geteuid() != 0 {
-			t.Skip("promtool not installed (Debian package prometheus; .ci/run installs it)")
+			t.Skip("promtool not installed (Debian package prometheus; make deps installs it)")
 		}
-		t.Fatal("promtool not installed: .ci/run installs the Debian package prometheus")
+		t.Fatal("promtool not installed: install the Debian package prometheus (make deps)")
 	}
 	f := filepath.Join(t.TempDir(), "metrics.txt")
 	if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {

@@ -63,9 +63,9 @@ func TestDashboardMetrics(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Geteuid() != 0 {
-			t.Skip("promtool not installed (Debian package prometheus; .ci/run installs it): PromQL not checked")
+			t.Skip("promtool not installed (Debian package prometheus; make deps installs it): PromQL not checked")
 		}
-		t.Fatal("promtool not installed: .ci/run installs the Debian package prometheus")
+		t.Fatal("promtool not installed: install the Debian package prometheus (make deps)")
 	}
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$instance", ".*")
 	var rules strings.Builder

@@ -26,8 +26,11 @@ type loop struct {
 	inflight int
 }
 
-func newLoop(tb testing.TB) *loop {
-	cfg := transport.Config{Seed: 1}
+func newLoop(tb testing.TB) *loop { return newLoopMTU(tb, 0) }
+
+// newLoopMTU is newLoop at an MTU (0: the default).
+func newLoopMTU(tb testing.TB, mtu int) *loop {
+	cfg := transport.Config{Seed: 1, MTU: mtu}
 	a, err := transport.NewEndpoint(cfg, netip.MustParseAddr("10.0.0.1"))
 	if err != nil {
 		tb.Fatal(err)

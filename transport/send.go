@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"fmt"
+
 	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
 )
@@ -410,9 +412,17 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		h.Flags |= wire.FlagVoid
 		c.ep.stats.VoidSent++
 	}
+	n := wire.DataLen + len(payload) + wire.TrailerLen
+	if n > len(buf) {
+		// The link's transmit buffer is shorter than the MTU the transport
+		// was configured for; the daemon checks this before an engine runs
+		// (internal/daemon checkLinkMTU), so reaching here is a wiring bug.
+		// Say so rather than fail on a slice bound.
+		panic(fmt.Sprintf("transport: a %d-byte data packet (mtu %d) does not fit the link's %d-byte transmit buffer",
+			n, c.ep.cfg.MTU, len(buf)))
+	}
 	h.Put(buf)
 	copy(buf[wire.DataLen:], payload)
-	n := wire.DataLen + len(payload) + wire.TrailerLen
 	wire.Seal(buf[:n])
 	c.stats.DataSent++
 	c.stats.BytesSent += uint64(len(payload))

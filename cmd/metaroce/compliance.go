@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/compliance"
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
@@ -24,11 +24,11 @@ import (
 // suite (compliance/, docs/compliance.md) against a running target
 // (-target) or a metaroced it starts in a network namespace (-spawn).
 func runCompliance(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("compliance", flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce compliance", out)
 	target := fs.String("target", "", "`address` of a running MetaRoCE endpoint to test")
 	local := fs.String("local", "", "the suite's own `address` (default: the address the kernel routes to the target from)")
 	alt := fs.String("alt", "", "a second local `address` for the wrong-address cases (optional)")
-	control := fs.String("control", "", "the target's control `socket`, for the expose op (memory cases)")
+	control := fs.String("socket", "", "the target's control `socket`, for the expose op (memory cases)")
 	service := fs.Uint("service", 0, "service id to connect to when the target exposes no memory")
 	spawn := fs.Bool("spawn", false, "start metaroced in a network namespace and test it (root)")
 	backend := fs.String("backend", "udp", "-spawn: the daemon's backend (udp, afxdp)")
@@ -43,10 +43,7 @@ func runCompliance(args []string, out io.Writer) error {
 	dscpControl := fs.Int("dscp-control", 48, "the target's control DSCP (-1: do not check)")
 	replyRate := fs.Int("reply-rate", 64, "the target's stateless reply limit per ms (§7.8; 0: do not check)")
 	list := fs.Bool("list", false, "list the cases (id, clause, level, title) and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *list {

@@ -10,8 +10,8 @@ import (
 )
 
 // TestComplianceSpawn runs the whole suite against a metaroced it spawns
-// in a namespace (this test binary stands in for metaroce, TestMain in
-// demo_test.go), on each backend: every case must pass, and the JSON and
+// in a namespace (this test binary stands in for metaroce, TestMain in main_test.go),
+// on each backend: every case must pass, and the JSON and
 // JUnit outputs must carry what the issue promises.
 func TestComplianceSpawn(t *testing.T) {
 	if os.Geteuid() != 0 {

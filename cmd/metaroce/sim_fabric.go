@@ -2,92 +2,35 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/metaroce/metaroce/sim"
 	"github.com/metaroce/metaroce/transport"
 )
 
-// isFabric reports whether a sim command line asks for a Clos fabric
-// (-topology), which has flags of its own.
-func isFabric(args []string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, "-topology") || strings.HasPrefix(a, "--topology") {
-			return true
-		}
-	}
-	return false
-}
-
-// runFabric is `metaroce sim -topology clos2|clos3 ...` (docs/sim.md).
-func runFabric(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	d := sim.ClosDefaults
-	var (
-		scenario   = fs.String("scenario", "alltoall", "workload: alltoall, permutation, allreduce-ring, allreduce-hd or incast")
-		topology   = fs.String("topology", "clos2", "clos2 (leaf-spine) or clos3 (pods under super-spines)")
-		hosts      = fs.Int("hosts", 64, "hosts")
-		planes     = fs.Int("planes", 1, "independent fabric planes (one NIC port each)")
-		radix      = fs.Int("radix", 0, "switch ports (0: the smallest power of two that fits -hosts)")
-		oversub    = fs.Float64("oversub", 1, "leaf host ports per uplink (1: non-blocking)")
-		size       = fs.Int("size", 64<<10, "bytes per peer (alltoall), per message (permutation, incast) or reduced (allreduce)")
-		window     = fs.Int("window", 0, "alltoall: writes in flight per host, to peers i+1, i+2, ... in turn (0: all at once)")
-		lazy       = fs.Bool("lazy", false, "alltoall with -window: connect per peer in turn and close after the write, instead of a full mesh")
-		fanin      = fs.Int("fanin", 0, "incast: senders (0: every other host)")
-		loss       = fs.Float64("loss", 0, "random loss on every switch-to-switch link direction")
-		background = fs.Float64("background", 0, "background load per NIC, a fraction of its rate (WRITEs to the host N/2 away)")
-		bgSize     = fs.Int("bg-size", 64<<10, "bytes per background message")
-		fault      = fs.String("fault", "", "fault at -fault-at-us: link-down, spine-down, plane-down or degrade")
-		faultAt    = fs.Float64("fault-at-us", 50, "when the fault happens, microseconds after the workload starts")
-		faultX     = fs.Float64("fault-factor", 4, "degrade: the cable's rate is divided by this")
-		faultLoss  = fs.Float64("fault-loss", 0, "degrade: loss on the degraded cable")
-		rate       = fs.Float64("rate-gbps", d.HostBps/1e9, "NIC port rate per plane, Gb/s")
-		fabRate    = fs.Float64("fabric-gbps", 0, "switch-to-switch link rate, Gb/s (0: the port rate)")
-		delayUs    = fs.Float64("delay-us", float64(d.HostDelay)/1e3, "one-way delay per hop (cable plus switch), microseconds")
-		queueBytes = fs.Int("queue-bytes", d.QueueBytes, "switch port buffer, bytes")
-		ecnBytes   = fs.Int("ecn-bytes", d.ECNBytes, "ECN marking threshold, bytes")
-		paths      = fs.Int("paths", 0, "logical paths per connection (0: the transport default)")
-		tmode      = fs.String("transport", "metaroce", "transport mode: metaroce or rocev2")
-		ccName     = fs.String("cc", "", "congestion control (default metaroce; dcqcn for rocev2)")
-		compare    = fs.String("compare", "", "rocev2: run the same seed with the rocev2 baseline too and print both with ratios")
-		minRTOUs   = fs.Float64("min-rto-us", float64(sim.FabricTransport.MinRTO)/1e3, "the retransmission timeout's floor, microseconds (0: the transport default)")
-		seed       = fs.Uint64("seed", 1, "random seed (runs are deterministic per seed)")
-		limit      = fs.Duration("limit", 5*time.Second, "virtual-time limit")
-		asJSON     = fs.Bool("json", false, "print JSON")
-		outDir     = fs.String("out", "", "write CSV files and PNG plots into this directory")
-	)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	tiers := map[string]int{"clos2": 2, "clos3": 3}[*topology]
-	if tiers == 0 {
-		return fmt.Errorf("sim: -topology %q: want clos2 or clos3", *topology)
-	}
-	if *compare != "" && *compare != "rocev2" {
-		return fmt.Errorf("sim: -compare %q: only rocev2", *compare)
-	}
-	hop := time.Duration(*delayUs * 1e3)
+// runFabric is `metaroce sim -topology clos2|clos3 ...` (docs/sim.md),
+// with the command line already checked (simOpts.check).
+func runFabric(o *simOpts, out io.Writer) error {
+	tiers := map[string]int{"clos2": 2, "clos3": 3}[o.topology]
 	cfg := sim.FabricConfig{
-		Clos: sim.ClosConfig{Tiers: tiers, Hosts: *hosts, Planes: *planes, Radix: *radix, Oversub: *oversub,
-			HostBps: *rate * 1e9, FabricBps: *fabRate * 1e9, HostDelay: hop, FabricDelay: hop,
-			QueueBytes: *queueBytes, ECNBytes: *ecnBytes, Loss: *loss, Seed: *seed},
-		Workload: *scenario, Size: *size, Fanin: *fanin, Window: *window, Lazy: *lazy, Background: *background, BgSize: *bgSize,
-		Fault: *fault, FaultAt: time.Duration(*faultAt * 1e3), FaultFactor: *faultX, FaultLoss: *faultLoss,
-		Transport: sim.FabricTransport, Limit: *limit,
+		Clos: sim.ClosConfig{Tiers: tiers, Hosts: o.hosts, Planes: o.planes, Radix: o.radix, Oversub: o.oversub,
+			HostBps: o.rate * 1e9, FabricBps: o.fabRate * 1e9, HostDelay: o.delay, FabricDelay: o.delay,
+			QueueBytes: o.queueBytes, ECNBytes: o.ecnBytes, Loss: o.loss, Seed: o.seed},
+		Workload: o.scenario, Size: o.size, Fanin: o.fanin, Window: o.window, Lazy: o.lazy, Background: o.background, BgSize: o.bgSize,
+		Fault: o.fault, FaultAt: o.faultAt, FaultFactor: o.faultX, FaultLoss: o.faultLoss,
+		Transport: sim.FabricTransport, Limit: o.limit,
 	}
-	cfg.Transport.Mode = transport.Mode(*tmode)
-	cfg.Transport.Paths = *paths
-	cfg.Transport.Congestion = *ccName
-	cfg.Transport.MinRTO = time.Duration(*minRTOUs * 1e3)
+	cfg.Transport.Mode = transport.Mode(o.tmode)
+	cfg.Transport.Paths = o.paths
+	cfg.Transport.Congestion = o.cc
+	cfg.Transport.MinRTO = o.minRTO
 	if cfg.Transport.InitialRTO < cfg.Transport.MinRTO {
 		cfg.Transport.InitialRTO = 0 // the default (1 ms) unless below the floor
 	}
+	compare, asJSON, outDir := &o.compare, &o.asJSON, &o.outDir
 	runs := []*sim.FabricResult{}
 	modes := []transport.Mode{cfg.Transport.Mode}
 	if *compare != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/telemetry"
 )
@@ -24,13 +26,23 @@ type snapshotFlags struct {
 	fs     *flag.FlagSet
 	socket *string
 	conns  *int
+	asJSON *bool
 }
 
-func newSnapshotFlags(name string) *snapshotFlags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func newSnapshotFlags(name string, out io.Writer) *snapshotFlags {
+	fs := cli.NewFlagSet("metaroce "+name, out)
 	return &snapshotFlags{fs: fs,
 		socket: fs.String("socket", config.Defaults().ControlSocket, "the daemon's control `socket`"),
-		conns:  fs.Int("conns", 32, "connections per engine to list, the busiest first (bytes sent plus placed)")}
+		conns:  fs.Int("conns", 32, "connections per engine to list, the busiest first (bytes sent plus placed)"),
+		asJSON: fs.Bool("json", false, "print the snapshot as one JSON object (the watch stream's, docs/api.md)")}
+}
+
+// emit prints the snapshot as JSON, or calls table for the human view.
+func (f *snapshotFlags) emit(out io.Writer, s *telemetry.Snapshot, table func() error) error {
+	if *f.asJSON {
+		return json.NewEncoder(out).Encode(s)
+	}
+	return table()
 }
 
 // take returns one snapshot from the daemon.
@@ -47,42 +59,40 @@ func take(socket string, p daemon.WatchParams) (*telemetry.Snapshot, error) {
 }
 
 func runStatus(args []string, out io.Writer) error {
-	f := newSnapshotFlags("status")
-	if err := f.fs.Parse(args); err != nil {
+	f := newSnapshotFlags("status", out)
+	if err := cli.Parse(f.fs, args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: -1})
 	if err != nil {
 		return err
 	}
-	writeStatus(out, s)
-	return nil
+	return f.emit(out, s, func() error { writeStatus(out, s); return nil })
 }
 
 func runQPs(args []string, out io.Writer) error {
-	f := newSnapshotFlags("qps")
-	if err := f.fs.Parse(args); err != nil {
+	f := newSnapshotFlags("qps", out)
+	if err := cli.Parse(f.fs, args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns})
 	if err != nil {
 		return err
 	}
-	writeQPs(out, s, nil)
-	return nil
+	return f.emit(out, s, func() error { writeQPs(out, s, nil); return nil })
 }
 
 func runPaths(args []string, out io.Writer) error {
-	f := newSnapshotFlags("paths")
+	f := newSnapshotFlags("paths", out)
 	conn := f.fs.String("conn", "", "only the connection with this local `id` (hex, as qps shows it)")
-	if err := f.fs.Parse(args); err != nil {
+	if err := cli.Parse(f.fs, args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns, Paths: true})
 	if err != nil {
 		return err
 	}
-	return writePaths(out, s, *conn)
+	return f.emit(out, s, func() error { return writePaths(out, s, *conn) })
 }
 
 func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0) }

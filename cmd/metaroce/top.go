@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/telemetry"
 )
@@ -22,12 +22,13 @@ import (
 const clearHome = "\x1b[H\x1b[2J"
 
 func runTop(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce top", out)
 	socket := fs.String("socket", config.Defaults().ControlSocket, "the daemon's control `socket`")
-	every := fs.Duration("interval", time.Second, "refresh `interval`")
+	var every time.Duration
+	cli.DurationVar(fs, &every, "interval", time.Second, "refresh `interval` (with a unit: 500ms, 2s)")
 	conns := fs.Int("conns", 10, "connections per engine to show, the busiest first")
 	count := fs.Int("count", 0, "stop after this many refreshes (0: until Ctrl-C)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -19,9 +19,11 @@ type Config struct {
 
 	// Port is the UDP destination port (port).
 	Port int
-	// MTU is the IP MTU of the links (mtu). The transport derives its
-	// payload size from it; it must not exceed the interfaces' own MTU,
-	// which only the daemon can read.
+	// MTU is the IP MTU of the links (mtu), 576 to 9216. The transport
+	// derives its payload size from it and the links their buffers (above
+	// 3500 the AF_XDP backend runs multi-buffer frames). It must not exceed
+	// the interfaces' own MTU, which only the daemon can read: it refuses to
+	// start if it does, naming the interface and both MTUs.
 	MTU int
 	// Paths is the number of logical paths per connection (paths).
 	Paths int

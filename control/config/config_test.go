@@ -185,3 +185,21 @@ func TestTransportConfigUnvalidated(t *testing.T) {
 		t.Errorf("after Validate: TransportConfig %+v != Transport %+v", c.TransportConfig(), c.Transport)
 	}
 }
+
+// TestMinimalConfig: the file `make install` puts in /etc sets the
+// interfaces and nothing else, so every other key follows the defaults as
+// they improve (deploy/metaroced.yaml, with every key, is the reference).
+func TestMinimalConfig(t *testing.T) {
+	c, err := Load("../../deploy/metaroced.minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Interfaces = []Interface{DefaultInterface("eth0")}
+	if err := want.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, &want) {
+		t.Fatalf("minimal config = %+v\nwant the defaults with eth0: %+v", c, want)
+	}
+}

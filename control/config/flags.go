@@ -24,7 +24,7 @@ type Flags struct {
 }
 
 // BindFlags defines the override flags on fs: -interface (repeated or
-// comma-separated), -port, -mtu, -paths, -congestion, -control-socket,
+// comma-separated), -port, -mtu, -paths, -cc, -socket,
 // -metrics-address and -log-level. The defaults they show are Defaults'.
 func BindFlags(fs *flag.FlagSet) *Flags {
 	d := Defaults()
@@ -33,8 +33,8 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.port, "port", d.Port, "UDP `port` of the transport")
 	fs.IntVar(&f.mtu, "mtu", d.MTU, "IP `MTU` of the links")
 	fs.IntVar(&f.paths, "paths", d.Paths, "logical paths per connection")
-	fs.StringVar(&f.congestion, "congestion", d.Congestion, "congestion control `algorithm`")
-	fs.StringVar(&f.controlSocket, "control-socket", d.ControlSocket, "`path` of the control socket")
+	fs.StringVar(&f.congestion, "cc", d.Congestion, "congestion control `algorithm` (the file's congestion key)")
+	fs.StringVar(&f.controlSocket, "socket", d.ControlSocket, "`path` of the control socket (the file's control_socket key)")
 	fs.StringVar(&f.metricsAddress, "metrics-address", d.MetricsAddress, "`host:port` of the metrics endpoint; empty disables it")
 	fs.StringVar(&f.logLevel, "log-level", d.LogLevel, "log `level`: debug, info, warn or error")
 	return f
@@ -72,9 +72,9 @@ func (f *Flags) apply(c *Config) {
 			c.MTU = f.mtu
 		case "paths":
 			c.Paths = f.paths
-		case "congestion":
+		case "cc":
 			c.Congestion = f.congestion
-		case "control-socket":
+		case "socket":
 			c.ControlSocket = f.controlSocket
 		case "metrics-address":
 			c.MetricsAddress = f.metricsAddress

@@ -37,8 +37,8 @@ dscp_data: 10
 
 func TestFlagsOverrideFile(t *testing.T) {
 	f := bind(t, "-interface", "eth2,eth1", "-interface", "eth0",
-		"-port", "6000", "-mtu", "1500", "-paths", "8", "-congestion", "none",
-		"-control-socket", "/run/flag.sock", "-metrics-address", "", "-log-level", "debug")
+		"-port", "6000", "-mtu", "1500", "-paths", "8", "-cc", "none",
+		"-socket", "/run/flag.sock", "-metrics-address", "", "-log-level", "debug")
 	c, err := f.Parse([]byte(flagFile), "test.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,11 @@ type IfaceConfig struct {
 	Local netip.Addr
 	IPv6  bool // which family to pick when Local is unset
 	Port  uint16
-	Mode  bpf.Mode
-	XSK   xsk.Config
+	// MTU is the IP MTU MetaRoCE runs at (the transport's): 0 means the
+	// interface's own. Above the interface's MTU, OpenIface refuses.
+	MTU  int
+	Mode bpf.Mode
+	XSK  xsk.Config
 	// DSCP for data and control packets.
 	DSCPData, DSCPControl uint8
 }
@@ -68,8 +71,21 @@ func OpenIface(cfg IfaceConfig) (_ *Iface, err error) {
 			fi.Close()
 		}
 	}()
-	// A frame must fit one UMEM chunk; larger MTUs need multi-buffer.
-	fi.Program, err = bpf.Load(bpf.Options{Port: cfg.Port, Frags: ifi.MTU > 3500})
+	if cfg.MTU == 0 {
+		cfg.MTU = ifi.MTU
+	}
+	if cfg.MTU > ifi.MTU {
+		return nil, fmt.Errorf("afxdp: %s: MTU %d is below the %d MetaRoCE is to run at", cfg.Name, ifi.MTU, cfg.MTU)
+	}
+	// Above SingleBufferMTU, the frags variant: the plain one cannot attach
+	// natively (and could not see a frame that spans buffers); its sockets
+	// then take chains (XDP_USE_SG) even if MetaRoCE's own packets are
+	// smaller.
+	frags := ifi.MTU > SingleBufferMTU || cfg.MTU > SingleBufferMTU
+	if frags {
+		cfg.XSK.SG = true
+	}
+	fi.Program, err = bpf.Load(bpf.Options{Port: cfg.Port, Frags: frags})
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +98,7 @@ func OpenIface(cfg IfaceConfig) (_ *Iface, err error) {
 	copy(mac[:], ifi.HardwareAddr)
 	for _, q := range cfg.Queues {
 		l, err := Open(Config{Ifindex: ifi.Index, Ifname: cfg.Name, Queue: q, Local: cfg.Local, LocalMAC: mac,
-			Port: cfg.Port, DSCPData: cfg.DSCPData, DSCPControl: cfg.DSCPControl, XSK: cfg.XSK,
+			Port: cfg.Port, MTU: cfg.MTU, DSCPData: cfg.DSCPData, DSCPControl: cfg.DSCPControl, XSK: cfg.XSK,
 			XDPMode: fi.Attachment.Mode.String()}, fi.Resolver)
 		if err != nil {
 			return nil, err

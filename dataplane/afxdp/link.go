@@ -16,16 +16,29 @@
 // returns sent frames to the pool. Nothing is allocated per packet.
 //
 // Receive checks what the XDP program did not (addresses, checksums,
-// ports) and drops with a count by reason; multi-buffer frames (jumbo
-// frames in several descriptors) are not reassembled yet and are dropped
-// and counted, so MTUs above what one 4096-byte frame holds need the UDP
-// backend for now.
+// ports) and drops with a count by reason.
+//
+// Jumbo frames: at an MTU above what one UMEM frame holds (see plan) the
+// socket is bound with XDP_USE_SG and the steering program is its
+// BPF_F_XDP_HAS_FRAGS variant. A received packet then arrives as a chain of
+// descriptors, which Receive gathers (xsk.Assembler) into one of a fixed set
+// of per-link scratch buffers allocated at Open, one per batch slot and one
+// for a chain that straddles two batches; the RX frames go back to the pool
+// as soon as they are copied, and the scratch buffer comes back with
+// Release. Single-buffer packets are still handed over in place. On
+// transmit the link hands out TX spans (several consecutive UMEM frames)
+// instead of single frames, so the transport writes even a 9000-byte packet
+// in one piece at the usual offset; SubmitTx splits it at frame boundaries
+// into a PktContd chain. The transmit buffer is never longer than the MTU
+// allows, and MaxPayload says how long it is, so a transport configured for
+// a larger MTU than the link's can be refused before it runs.
 package afxdp
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/metaroce/metaroce/dataplane"
@@ -43,7 +56,11 @@ type Config struct {
 	Port     uint16 // MetaRoCE UDP port
 	// DSCP for data and control packets (§2.4).
 	DSCPData, DSCPControl uint8
-	XSK                   xsk.Config
+	// MTU is the IP MTU of the link: the longest packet it sends and
+	// expects to receive. 0 means 1500. It sizes the transmit buffers and
+	// decides single- or multi-buffer frames (plan).
+	MTU int
+	XSK xsk.Config
 	// XDPMode is reported in Info ("native" or "generic"); the caller
 	// attaches the program.
 	XDPMode string
@@ -54,7 +71,8 @@ type Stats struct {
 	RxFrames, TxFrames uint64
 	RxBadFrame         [frame.NumReasons]uint64 // by frame.Reason
 	RxNotForUs         uint64                   // wrong address, family or port
-	RxMultiBuffer      uint64                   // chained descriptors: not reassembled
+	RxChained          uint64                   // multi-buffer packets gathered from a descriptor chain
+	RxMultiBuffer      uint64                   // multi-buffer packets dropped: over the MTU, over 18 buffers, or no scratch free
 	TxNoNeighbor       uint64                   // next hop MAC unknown yet
 	TxFamily           uint64                   // destination of the other address family
 	TxRingFull         uint64
@@ -74,6 +92,13 @@ type Link struct {
 	held   int // RX frames the engine holds
 	Stats  Stats
 	info   dataplane.LinkInfo
+
+	maxPayload int  // UDP payload bytes a transmit buffer holds (the MTU's, for our family)
+	spanned    bool // transmit from TX spans (multi-buffer) rather than single frames
+	txReserve  int  // pool frames Receive leaves for ReserveTx
+	asm        xsk.Assembler
+	chain      int // scratch slot of the chain being gathered, -1 if none
+	scratch    scratch
 }
 
 // Open opens the socket. It must run in the interface's network namespace.
@@ -81,12 +106,26 @@ func Open(cfg Config, neigh dataplane.Neighbor) (*Link, error) {
 	if !cfg.Local.IsValid() {
 		return nil, errors.New("afxdp: no local address")
 	}
-	s, err := xsk.Open(cfg.Ifindex, cfg.Queue, cfg.XSK)
+	xc, p, err := plan(cfg.MTU, cfg.Local.Is6(), cfg.XSK)
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: %s queue %d: %w", cfg.Ifname, cfg.Queue, err)
 	}
+	s, err := xsk.Open(cfg.Ifindex, cfg.Queue, xc)
+	if err != nil {
+		return nil, fmt.Errorf("afxdp: %s queue %d: %w", cfg.Ifname, cfg.Queue, err)
+	}
+	const batch = 256
 	l := &Link{cfg: cfg, sock: s, neigh: neigh, is6: cfg.Local.Is6(),
-		rx: make([]xsk.Desc, 256), tx: make([]xsk.Desc, 256)}
+		rx: make([]xsk.Desc, batch), tx: make([]xsk.Desc, batch*max(1, int(xc.SpanFrames))),
+		maxPayload: p.maxPayload, spanned: xc.TxSpans > 0, chain: -1}
+	if xc.SG {
+		// One buffer per batch slot, and one for a chain still open when
+		// the batch is handed over.
+		l.scratch.init(batch+1, p.rxFrame)
+	}
+	if !l.spanned {
+		l.txReserve = s.Pool().Cap() / 4
+	}
 	// Our own frames always carry full checksums, but frames the peer's
 	// kernel sends may not (CHECKSUM_PARTIAL on veth); the CRC32C covers
 	// the transport anyway, so only the IP header checksum is needed.
@@ -98,9 +137,16 @@ func Open(cfg Config, neigh dataplane.Neighbor) (*Link, error) {
 	if !inf.ZeroCopy && inf.ZeroCopyErr != nil {
 		l.info.Why = "copy mode: zero-copy bind failed: " + inf.ZeroCopyErr.Error()
 	}
-	s.Refill(s.Pool().Free() / 2)
+	if xc.SG {
+		l.info.Why = strings.TrimPrefix(l.info.Why+fmt.Sprintf("; multi-buffer frames (MTU %d)", p.mtu), "; ")
+	}
+	s.Refill(s.Pool().Free() - l.txReserve)
 	return l, nil
 }
+
+// MaxPayload is the longest UDP payload the link sends: the length of the
+// buffers ReserveTx hands out.
+func (l *Link) MaxPayload() int { return l.maxPayload }
 
 // FD returns the socket's descriptor, for the XSKMAP.
 func (l *Link) FD() int { return l.sock.FD() }
@@ -112,34 +158,53 @@ func (l *Link) Info() dataplane.LinkInfo { return l.info }
 
 func (l *Link) Receive(batch []dataplane.RxPacket) int {
 	// Keep the fill ring stocked, but leave the pool enough for TX.
-	if free := l.sock.Pool().Free(); free > l.sock.Pool().Cap()/4 {
-		l.sock.Refill(free - l.sock.Pool().Cap()/4)
+	pool := l.sock.Pool()
+	if free := pool.Free(); free > l.txReserve {
+		l.sock.Refill(free - l.txReserve)
 	}
 	want := min(len(batch), len(l.rx))
 	n := l.sock.Receive(l.rx[:want])
 	k := 0
-	pool := l.sock.Pool()
 	for _, d := range l.rx[:n] {
-		if d.More() {
-			l.Stats.RxMultiBuffer++
+		var buf []byte
+		handle := d.Addr
+		if l.asm.Idle() && !d.More() {
+			buf = l.sock.Frame(d.Addr, d.Len) // in place, no copy
+		} else {
+			if l.asm.Idle() {
+				var sb []byte
+				l.chain, sb = l.scratch.get() // nil when none is free: dropped
+				l.asm.Start(sb)
+			}
+			pkt, st := l.asm.Add(l.sock.Frame(d.Addr, d.Len), d.More())
 			pool.Put(d.Addr)
-			continue
+			if st == xsk.AsmMore {
+				continue
+			}
+			slot := l.chain
+			l.chain = -1
+			if st == xsk.AsmDropped {
+				l.Stats.RxMultiBuffer++
+				l.scratch.put(slot)
+				continue
+			}
+			l.Stats.RxChained++
+			buf, handle = pkt, scratchHandle|uint64(slot)
 		}
-		buf := l.sock.Frame(d.Addr, d.Len)
 		if err := l.parser.Parse(buf, &l.f); err != nil {
 			if r, ok := err.(frame.Reason); ok && int(r) < len(l.Stats.RxBadFrame) {
 				l.Stats.RxBadFrame[r]++
 			}
-			pool.Put(d.Addr)
+			l.putRx(handle)
 			continue
 		}
 		if l.f.Is6 != l.is6 || l.f.Dst != l.cfg.Local || l.f.DstPort != l.cfg.Port {
 			l.Stats.RxNotForUs++
-			pool.Put(d.Addr)
+			l.putRx(handle)
 			continue
 		}
 		batch[k] = dataplane.RxPacket{Payload: l.f.Payload, From: l.f.Src, CE: l.f.ECN == 3,
-			SrcPort: l.f.SrcPort, Handle: d.Addr}
+			SrcPort: l.f.SrcPort, Handle: handle}
 		k++
 	}
 	l.Stats.RxFrames += uint64(k)
@@ -147,10 +212,18 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 	return k
 }
 
+// putRx gives back a received packet's frame or scratch buffer.
+func (l *Link) putRx(handle uint64) {
+	if handle&scratchHandle != 0 {
+		l.scratch.put(int(handle &^ scratchHandle))
+		return
+	}
+	l.sock.Pool().Put(handle)
+}
+
 func (l *Link) Release(batch []dataplane.RxPacket) {
-	pool := l.sock.Pool()
 	for i := range batch {
-		pool.Put(batch[i].Handle)
+		l.putRx(batch[i].Handle)
 		batch[i].Payload = nil
 	}
 	l.held -= len(batch)
@@ -161,46 +234,72 @@ const headroom = frame.MaxHeaderLen
 
 func (l *Link) ReserveTx(batch []dataplane.TxPacket) int {
 	l.sock.Complete()
+	n := min(len(batch), len(l.rx))
+	if l.spanned {
+		for i := 0; i < n; i++ {
+			addr, ok := l.sock.GetSpan()
+			if !ok {
+				return i
+			}
+			buf := l.sock.SpanBuf(addr)
+			batch[i] = dataplane.TxPacket{Buf: buf[headroom : headroom+l.maxPayload], Handle: addr}
+		}
+		return n
+	}
 	pool := l.sock.Pool()
-	n := min(len(batch), len(l.tx), pool.Free())
+	n = min(n, pool.Free())
 	for i := 0; i < n; i++ {
 		addr, _ := pool.Get()
 		buf := l.sock.FrameBuf(addr)
-		batch[i] = dataplane.TxPacket{Buf: buf[headroom:], Handle: addr}
+		batch[i] = dataplane.TxPacket{Buf: buf[headroom : headroom+l.maxPayload], Handle: addr}
 	}
 	return n
 }
 
+// putTx gives back a transmit buffer that was not sent.
+func (l *Link) putTx(handle uint64) {
+	if l.spanned {
+		l.sock.PutSpan(handle)
+		return
+	}
+	l.sock.Pool().Put(handle)
+}
+
 func (l *Link) SubmitTx(batch []dataplane.TxPacket) error {
-	pool := l.sock.Pool()
 	hl := frame.HeaderLen(l.is6)
+	pool := l.sock.Pool()
 	m := 0
 	for i := range batch {
 		p := &batch[i]
 		if p.Len == 0 {
-			pool.Put(p.Handle)
+			l.putTx(p.Handle)
 			continue
 		}
 		if p.Dst.Is6() != l.is6 {
 			l.Stats.TxFamily++
-			pool.Put(p.Handle)
+			l.putTx(p.Handle)
 			continue
 		}
 		mac, ok := l.neigh.Lookup(p.Dst)
 		if !ok {
 			l.Stats.TxNoNeighbor++
-			pool.Put(p.Handle)
+			l.putTx(p.Handle)
 			continue
 		}
 		start := p.Handle + headroom - uint64(hl)
-		fb := l.sock.FrameBuf(start)
+		var fb []byte
+		if l.spanned {
+			fb = l.sock.SpanBuf(start)
+		} else {
+			fb = l.sock.FrameBuf(start)
+		}
 		l.ep.DstMAC, l.ep.Dst, l.ep.SrcPort = mac, p.Dst, p.SrcPort
 		dscp := l.cfg.DSCPData
 		if p.Control {
 			dscp = l.cfg.DSCPControl
 		}
 		if _, err := frame.Build(fb, &l.ep, dscp, 2 /* ECT(0) */, p.Len); err != nil {
-			pool.Put(p.Handle)
+			l.putTx(p.Handle)
 			continue
 		}
 		if l.is6 {
@@ -208,18 +307,35 @@ func (l *Link) SubmitTx(batch []dataplane.TxPacket) error {
 		} else {
 			frame.FinishV4NoUDPChecksum(fb) // the CRC32C protects the packet (§2.1)
 		}
-		l.tx[m] = xsk.Desc{Addr: start, Len: uint32(hl + p.Len)}
-		m++
+		if l.spanned {
+			// One descriptor per frame the packet touches, chained.
+			m += pool.Split(start, uint32(hl+p.Len), l.tx[m:])
+		} else {
+			l.tx[m] = xsk.Desc{Addr: start, Len: uint32(hl + p.Len)}
+			m++
+		}
 	}
 	if m == 0 {
 		return nil
 	}
 	q, err := l.sock.Transmit(l.tx[:m])
-	for _, d := range l.tx[q:m] {
-		l.Stats.TxRingFull++
-		pool.Put(d.Addr)
+	for i, d := range l.tx[q:m] {
+		// Transmit queues whole chains, so l.tx[q] starts a packet; give
+		// back each packet's buffer once, at its first descriptor.
+		if i == 0 || !l.tx[q+i-1].More() {
+			l.Stats.TxRingFull++
+			l.putTx(d.Addr)
+		}
 	}
-	l.Stats.TxFrames += uint64(q)
+	if l.spanned {
+		for _, d := range l.tx[:q] {
+			if !d.More() {
+				l.Stats.TxFrames++
+			}
+		}
+	} else {
+		l.Stats.TxFrames += uint64(q)
+	}
 	return err
 }
 

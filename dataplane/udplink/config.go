@@ -37,6 +37,19 @@ type Config struct {
 	// several coalesced datagrams, so each slot grows to 64 KiB). What was
 	// turned on is in Link.Offloads and Info().Why.
 	GSO bool
+	// SrcPorts is the number of source ports the link sends from, one
+	// send-only socket each, so that the path entropy the transport picks
+	// (TxPacket.SrcPort) is the packet's real UDP source port and ECMP
+	// spreads the link's packets (see the package doc). 0 means none:
+	// every packet leaves from Port and SrcPort is ignored. At most
+	// maxSrcPorts.
+	SrcPorts int
+	// SrcPortMin..SrcPortMax is where Open looks for SrcPorts consecutive
+	// ports it can bind on Local (it slides past ports in use); the ports
+	// it got are Link.SrcPortRange, the range to give the transport as its
+	// entropy range (transport.Config.EntropyMin, EntropyMax). Zero means
+	// the transport's default entropy range, 49152..65535.
+	SrcPortMin, SrcPortMax uint16
 }
 
 // Defaults, with their reasons in Config's field comments.
@@ -68,6 +81,14 @@ const (
 	// kernel caps it at net.core.[rw]mem_max unless the process has
 	// CAP_NET_ADMIN (SO_RCVBUFFORCE); Info().Why says what was granted.
 	sockBuf = 4 << 20
+	// maxSrcPorts bounds the send-socket pool: each is a descriptor, and
+	// a batch costs one sendmmsg per socket it touches, so more ports than
+	// the transport has paths (at most 256) buy nothing.
+	maxSrcPorts = 256
+	// defaultSrcPortMin and defaultSrcPortMax are the transport's default
+	// entropy range (the IANA dynamic range).
+	defaultSrcPortMin = 49152
+	defaultSrcPortMax = 65535
 )
 
 // resolve fills in defaults and validates, returning the spec Open builds
@@ -88,6 +109,9 @@ func (c Config) resolve() (Config, error) {
 	if c.DSCPControl == 0 {
 		c.DSCPControl = defaultDSCPControl
 	}
+	if c.SrcPortMin == 0 && c.SrcPortMax == 0 {
+		c.SrcPortMin, c.SrcPortMax = defaultSrcPortMin, defaultSrcPortMax
+	}
 	if !c.Local.IsValid() {
 		return c, fmt.Errorf("udplink: no local address")
 	}
@@ -106,6 +130,13 @@ func (c Config) resolve() (Config, error) {
 	}
 	if c.DSCPData > 63 || c.DSCPControl > 63 {
 		return c, fmt.Errorf("udplink: DSCP %d/%d: a code point has 6 bits", c.DSCPData, c.DSCPControl)
+	}
+	if c.SrcPorts < 0 || c.SrcPorts > maxSrcPorts {
+		return c, fmt.Errorf("udplink: %d source ports: want 0 to %d", c.SrcPorts, maxSrcPorts)
+	}
+	if c.SrcPortMin == 0 || c.SrcPortMin > c.SrcPortMax || int(c.SrcPortMax-c.SrcPortMin)+1 < c.SrcPorts {
+		return c, fmt.Errorf("udplink: source port range %d..%d: want 1 <= min <= max with room for %d ports",
+			c.SrcPortMin, c.SrcPortMax, c.SrcPorts)
 	}
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package udplink
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,8 +31,9 @@ type Link struct {
 	gso  atomic.Bool
 	info atomic.Pointer[dataplane.LinkInfo]
 
-	rx rxState
-	tx txState
+	rx  rxState
+	tx  txState
+	src srcPool // the send sockets, one per source port (srcports.go)
 
 	// Hot-path scratch for Poll, allocated with the Link.
 	pollfd  unix.PollFd
@@ -105,7 +107,11 @@ func Open(cfg Config) (*Link, error) {
 		l.scope = uint32(ifi.Index)
 	}
 	var notes []string
-	if err := l.open(&notes); err != nil {
+	err = l.open(&notes)
+	if err == nil {
+		err = l.openSrcPorts()
+	}
+	if err != nil {
 		if l.fd >= 0 {
 			unix.Close(l.fd)
 		}
@@ -116,7 +122,7 @@ func Open(cfg Config) (*Link, error) {
 		slot = groSlot
 	}
 	l.rx.init(cfg.Batch, slot, l.v4)
-	l.tx.init(cfg.Batch, cfg.MaxPayload, l.v4, cfg)
+	l.tx.init(cfg.Batch, cfg.MaxPayload, l.v4, cfg, len(l.src.fds))
 	l.pollfd = unix.PollFd{Fd: int32(l.fd), Events: unix.POLLIN}
 
 	l.info.Store(&dataplane.LinkInfo{
@@ -198,8 +204,13 @@ func (l *Link) why(notes []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "udp socket on %s, batch %d via recvmmsg/sendmmsg; ",
 		netip.AddrPortFrom(l.cfg.Local, l.cfg.Port), l.cfg.Batch)
-	b.WriteString("no path entropy: one socket bound to the MetaRoCE port sends every packet from it, " +
-		"TxPacket.SrcPort is ignored and ECMP does not spread this link's packets")
+	if lo, hi, ok := l.SrcPortRange(); ok {
+		fmt.Fprintf(&b, "path entropy: %d send sockets on source ports %d..%d, each packet from the port "+
+			"its path picked (ECMP spreads them), one sendmmsg per socket a batch touches", hi-lo+1, lo, hi)
+	} else {
+		b.WriteString("no path entropy: source-port pool off (SrcPorts 0), so every packet leaves from the " +
+			"MetaRoCE port, TxPacket.SrcPort is ignored and ECMP does not spread this link's packets")
+	}
 	fmt.Fprintf(&b, "; GSO %s, GRO %s", onOff(l.gso.Load()), onOff(l.gro))
 	for _, n := range notes {
 		b.WriteString("; ")
@@ -238,8 +249,9 @@ func ifaceOf(addr netip.Addr) string {
 	return ""
 }
 
-// Info describes the link. Why says that the link has no path entropy, which
-// offloads are on, and which socket options the kernel capped or refused.
+// Info describes the link. Why says which source ports the link sends from
+// (its path entropy), which offloads are on, and which socket options the
+// kernel capped or refused.
 func (l *Link) Info() dataplane.LinkInfo { return *l.info.Load() }
 
 // Config returns the configuration with every default filled in.
@@ -285,20 +297,22 @@ func (l *Link) Poll(timeout time.Duration) error {
 	}
 }
 
-// Close closes the socket. The link's buffers stay valid for packets the
-// engine still holds (they are ordinary Go memory); Receive then returns 0,
-// SubmitTx and Poll return net.ErrClosed. Close is idempotent.
+// Close closes the socket and the send sockets. The link's buffers stay
+// valid for packets the engine still holds (they are ordinary Go memory);
+// Receive then returns 0, SubmitTx and Poll return net.ErrClosed. Close is
+// idempotent.
 func (l *Link) Close() error {
 	if l.closed {
 		return nil
 	}
 	l.closed = true
+	perr := l.closeSrcPorts()
 	err := unix.Close(l.fd)
 	l.fd = -1
 	if err != nil {
-		return fmt.Errorf("udplink: close: %w", err)
+		return errors.Join(fmt.Errorf("udplink: close %s: %w", l.LocalAddr(), err), perr)
 	}
-	return nil
+	return perr
 }
 
 // errClosed is what SubmitTx returns on a closed link.

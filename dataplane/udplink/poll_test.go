@@ -1,6 +1,7 @@
 package udplink
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,20 +42,28 @@ func TestPoll(t *testing.T) {
 }
 
 // TestNoAllocs: a send and receive round of a full batch allocates nothing,
-// with and without GSO/GRO.
+// with and without GSO/GRO, from one socket and sprayed over a pool of 16
+// send sockets.
 func TestNoAllocs(t *testing.T) {
-	for _, gso := range []bool{false, true} {
-		t.Run(onOff(gso), func(t *testing.T) {
-			ls := openLinks(t, Config{Local: lo1, GSO: gso}, Config{Local: lo2, GSO: gso})
-			r := newRound(ls[0], ls[1], 64, 1400)
-			r.run() // warm up
-			if n := testing.AllocsPerRun(100, func() { r.run() }); n != 0 {
-				t.Fatalf("%v allocations per round", n)
-			}
-			if r.lost != 0 {
-				t.Logf("%d packets lost on loopback", r.lost)
-			}
-		})
+	for _, spray := range []int{0, 16} {
+		for _, gso := range []bool{false, true} {
+			t.Run(fmt.Sprintf("spray=%d/gso=%s", spray, onOff(gso)), func(t *testing.T) {
+				ls := openLinks(t, Config{Local: lo1, GSO: gso, SrcPorts: spray}, Config{Local: lo2, GSO: gso})
+				r := newRound(ls[0], ls[1], 64, 1400)
+				r.spray = spray
+				r.run() // warm up
+				c0 := ls[0].Counters()
+				if n := testing.AllocsPerRun(100, func() { r.run() }); n != 0 {
+					t.Fatalf("%v allocations per round", n)
+				}
+				if r.lost != 0 {
+					t.Logf("%d packets lost on loopback", r.lost)
+				}
+				if c := ls[0].Counters(); c.Sent == c0.Sent {
+					t.Fatal("nothing sent")
+				}
+			})
+		}
 	}
 }
 
@@ -67,6 +76,10 @@ type round struct {
 	size   int
 	lost   int
 	polled int
+	// spray, when not 0, sends packet i from source port lo + i%spray of
+	// a's pool (lo..): consecutive packets on different sockets, as the
+	// transport sprays them.
+	spray int
 }
 
 func newRound(a, b *Link, n, size int) *round {
@@ -76,8 +89,12 @@ func newRound(a, b *Link, n, size int) *round {
 func (r *round) run() {
 	n := r.a.ReserveTx(r.tx)
 	dst := r.b.LocalAddr().Addr()
+	lo, _, _ := r.a.SrcPortRange()
 	for i := range r.tx[:n] {
 		r.tx[i].Len, r.tx[i].Dst = r.size, dst
+		if r.spray > 0 {
+			r.tx[i].SrcPort = lo + uint16(i%r.spray)
+		}
 	}
 	if err := r.a.SubmitTx(r.tx[:n]); err != nil {
 		panic(err)

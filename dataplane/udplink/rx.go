@@ -65,6 +65,7 @@ type rxResult struct {
 	n    int // bytes
 	seg  int // UDP_GRO segment size, or 0
 	from netip.Addr
+	port uint16 // source port, host order
 	tos  uint8
 }
 
@@ -206,7 +207,8 @@ func (l *Link) parse(got int) {
 		if meta.seg > 0 {
 			r.split++
 		}
-		r.res[r.tail] = rxResult{slot: s, n: size, seg: meta.seg, from: addrOf(&r.names[i], r.v4), tos: meta.tos}
+		r.res[r.tail] = rxResult{slot: s, n: size, seg: meta.seg, from: addrOf(&r.names[i], r.v4),
+			port: portOf(&r.names[i]), tos: meta.tos}
 		r.tail++
 	}
 }
@@ -227,6 +229,7 @@ func (l *Link) deliver(batch []dataplane.RxPacket) int {
 			Payload: sl.buf[r.off : r.off+take : r.off+take],
 			From:    res.from,
 			CE:      res.tos&ecnMask == ecnCE,
+			SrcPort: res.port,
 			Handle:  rxHandle(res.slot, sl.gen),
 		}
 		sl.refs++

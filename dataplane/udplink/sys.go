@@ -157,3 +157,10 @@ func addrOf(sa *sockaddr, v4 bool) netip.Addr {
 	}
 	return netip.AddrFrom16(sa.Addr)
 }
+
+// portOf reads the port the kernel wrote into sa, in host order. Port sits
+// at the same offset in both families' sockaddrs.
+func portOf(sa *sockaddr) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	return uint16(b[0])<<8 | uint16(b[1])
+}

@@ -16,19 +16,26 @@ import (
 // names its slot and the slot's generation; SubmitTx panics on a handle that
 // is not a reserved slot of this link (submitted twice, or foreign).
 //
-// One SubmitTx is one sendmmsg. It makes more only on the error path: the
-// kernel stops a sendmmsg at the first entry it refuses, so SubmitTx counts
-// that entry's packets as SendErrors and sends the rest with one more call
-// (EAGAIN, a full socket buffer, ends the batch instead).
+// Sockets: SubmitTx first sorts the batch's packets by the send socket of
+// their SrcPort (srcports.go), stably, so each socket's packets keep their
+// order; then each socket the batch touches is one sendmmsg of its packets.
+// Without a source-port pool there is one socket and one sendmmsg. It makes
+// more only on the error path: the kernel stops a sendmmsg at the first
+// entry it refuses, so SubmitTx counts that entry's packets as SendErrors
+// and sends the socket's rest with one more call (EAGAIN, a full socket
+// buffer, ends that socket's share of the batch instead).
 //
-// GSO: with UDP_SEGMENT on, a run of consecutive packets to the same
-// destination, of the same class and the same length (the last may be
-// shorter) becomes one sendmmsg entry: one iovec per packet, a UDP_SEGMENT
-// cmsg with the length, and the kernel cuts it into the same datagrams it
-// would have sent one by one. A run is bounded by maxGSOSegments and by the
-// largest UDP datagram. If the kernel refuses a run (EINVAL: the segment
-// does not fit the route's MTU; EIO: the device cannot checksum), the rest
-// of the batch goes out without GSO; after EIO, GSO stays off for good.
+// GSO: with UDP_SEGMENT on, a run of consecutive packets of one socket to
+// the same destination, of the same class and the same length (the last may
+// be shorter) becomes one sendmmsg entry: one iovec per packet, a
+// UDP_SEGMENT cmsg with the length, and the kernel cuts it into the same
+// datagrams it would have sent one by one. Sorting by socket first means a
+// path's packets form runs even when the transport interleaved them with
+// other paths' (it sprays consecutive packets onto different paths). A run
+// is bounded by maxGSOSegments and by the largest UDP datagram. If the
+// kernel refuses a run (EINVAL: the segment does not fit the route's MTU;
+// EIO: the device cannot checksum), the rest of the batch goes out without
+// GSO; after EIO, GSO stays off for good.
 
 type txState struct {
 	v4         bool
@@ -46,6 +53,21 @@ type txState struct {
 	iov []unix.Iovec
 	ctl [][]byte
 	ent []txEntry
+
+	// Grouping by socket, per SubmitTx: order holds the batch indexes of
+	// the packets to send, socket by socket; groups[g] is one socket's
+	// range of it, in the order the sockets first appear in the batch;
+	// group[s] is socket s's group, or -1 (reset after every batch).
+	order  []int32
+	sock   []uint16 // pool index of batch[i]
+	groups []txGroup
+	group  []int32
+}
+
+// txGroup is the packets of one send socket in a batch: order[lo:hi].
+type txGroup struct {
+	sock   int
+	lo, hi int
 }
 
 type txSlot struct {
@@ -56,7 +78,8 @@ type txSlot struct {
 	name     sockaddr
 }
 
-// txEntry is one sendmmsg entry: count packets from batch index first on.
+// txEntry is one sendmmsg entry: count packets, from position first on of
+// the order slice given to build.
 type txEntry struct {
 	first, count int
 	slot         uint32 // slot of the first packet, whose name the entry uses
@@ -73,7 +96,7 @@ const txTag = 1 << 63
 
 func txHandle(s, gen uint32) uint64 { return txTag | uint64(gen)<<32 | uint64(s) }
 
-func (t *txState) init(batch, maxPayload int, v4 bool, cfg Config) {
+func (t *txState) init(batch, maxPayload int, v4 bool, cfg Config, sockets int) {
 	t.v4, t.maxPayload = v4, maxPayload
 	t.maxGSO, t.nameLen = maxDatagram6, unix.SizeofSockaddrInet6
 	level, typ := int32(unix.IPPROTO_IPV6), int32(unix.IPV6_TCLASS)
@@ -96,6 +119,13 @@ func (t *txState) init(batch, maxPayload int, v4 bool, cfg Config) {
 	t.iov = make([]unix.Iovec, batch)
 	t.ctl = ctlBufs(batch, txCtlLen)
 	t.ent = make([]txEntry, batch)
+	t.order = make([]int32, batch)
+	t.sock = make([]uint16, batch)
+	t.groups = make([]txGroup, 0, min(batch, sockets))
+	t.group = make([]int32, sockets)
+	for s := range t.group {
+		t.group[s] = -1
+	}
 	for j := range t.ctl {
 		// The headers never change; SubmitTx writes the values and sets
 		// Controllen to cover the segment cmsg or not.
@@ -136,8 +166,9 @@ func (t *txState) claim(h uint64) uint32 {
 }
 
 // SubmitTx sends the packets whose Len is nonzero, to Dst at the link's
-// Port, with the data or control DSCP and ECT(0), and takes back every slot
-// of batch. SrcPort is ignored (see the package doc). A packet with a Len
+// Port, with the data or control DSCP and ECT(0), from the send socket of
+// its SrcPort (the main socket, from Port, without a source-port pool: see
+// the package doc), and takes back every slot of batch. A packet with a Len
 // over MaxPayload or a Dst of the other family is not sent and counts as a
 // SendError; so does one the kernel refuses. It returns an error only when
 // the link itself is unusable (closed, or a bad descriptor).
@@ -171,24 +202,92 @@ func (l *Link) SubmitTx(batch []dataplane.TxPacket) error {
 	return err
 }
 
-// send builds the vector and sends it, as the comment at the top says.
+// send groups the batch by socket and sends each group, as the comment at
+// the top says.
 func (l *Link) send(batch []dataplane.TxPacket) error {
 	t := &l.tx
-	var sent, failed, full, calls, runs int
+	t.groupBy(batch, &l.src)
+	var n txTally
 	var err error
 	gso := l.gso.Load()
+	for gi, g := range t.groups {
+		if err = l.sendGroup(l.src.fds[g.sock], batch, t.order[g.lo:g.hi], &gso, &n); err != nil {
+			// The link is unusable: nothing else goes out.
+			for _, r := range t.groups[gi+1:] {
+				n.failed += r.hi - r.lo
+			}
+			break
+		}
+	}
+	for _, g := range t.groups {
+		t.group[g.sock] = -1
+	}
+	c := &l.counters
+	add(&c.sendCalls, n.calls)
+	add(&c.sent, n.sent)
+	add(&c.sentGSO, n.runs)
+	add(&c.sendErrors, n.failed)
+	add(&c.sendFull, n.full)
+	return err
+}
+
+// txTally is what one SubmitTx did, added to the counters once.
+type txTally struct{ sent, failed, full, calls, runs int }
+
+// groupBy sorts the indexes of batch's packets marked ok by the pool
+// socket of their SrcPort into t.order, stably (two passes of a counting
+// sort), with t.groups the sockets' ranges in order of first appearance.
+func (t *txState) groupBy(batch []dataplane.TxPacket, src *srcPool) {
+	t.groups = t.groups[:0]
+	for i := range batch {
+		if !t.slots[uint32(batch[i].Handle)].ok {
+			continue
+		}
+		s := src.index(batch[i].SrcPort)
+		t.sock[i] = uint16(s)
+		g := t.group[s]
+		if g < 0 {
+			g = int32(len(t.groups))
+			t.group[s] = g
+			t.groups = append(t.groups, txGroup{sock: s})
+		}
+		t.groups[g].hi++ // a count until the offsets below
+	}
+	off := 0
+	for j := range t.groups {
+		g := &t.groups[j]
+		n := g.hi
+		g.lo, g.hi = off, off
+		off += n
+	}
+	for i := range batch {
+		if !t.slots[uint32(batch[i].Handle)].ok {
+			continue
+		}
+		g := &t.groups[t.group[t.sock[i]]]
+		t.order[g.hi] = int32(i)
+		g.hi++
+	}
+}
+
+// sendGroup sends the packets batch[order[...]] of one socket, fd, tallying
+// into n; it returns an error only when the link is unusable. It clears
+// *gso when the kernel refuses a run, so that the batch's later sockets go
+// without GSO too.
+func (l *Link) sendGroup(fd int, batch []dataplane.TxPacket, order []int32, gso *bool, n *txTally) error {
+	t := &l.tx
 	from := 0
 build:
 	for {
-		k := t.build(batch, from, gso)
+		k := t.build(batch, order[from:], *gso)
 		for i := 0; i < k; {
-			got, e := sendmmsg(l.fd, t.vec[i:k])
-			calls++
+			got, e := sendmmsg(fd, t.vec[i:k])
+			n.calls++
 			if e == 0 {
 				for _, en := range t.ent[i : i+got] {
-					sent += en.count
+					n.sent += en.count
 					if en.count > 1 {
-						runs++
+						n.runs++
 					}
 				}
 				i += got
@@ -198,52 +297,54 @@ build:
 				continue
 			}
 			if e == unix.EAGAIN || fatal(e) {
-				// Nothing more will go out in this batch.
+				// Nothing more will go out of this socket in this batch.
 				rest := 0
 				for _, en := range t.ent[i:k] {
 					rest += en.count
 				}
 				if e == unix.EAGAIN {
-					full += rest
-				} else {
-					failed += rest
-					err = fmt.Errorf("udplink: sendmmsg: %w", e)
+					n.full += rest
+					return nil
 				}
-				break build
+				n.failed += rest
+				return fmt.Errorf("udplink: sendmmsg on the socket of source port %d: %w", l.portOf(fd), e)
 			}
 			if t.ent[i].count > 1 {
 				if e == unix.EIO {
 					l.gsoOff(e)
 				}
-				gso, from = false, t.ent[i].first
+				*gso, from = false, from+t.ent[i].first
 				continue build
 			}
-			failed++
+			n.failed++
 			i++
 		}
-		break
+		return nil
 	}
-	c := &l.counters
-	add(&c.sendCalls, calls)
-	add(&c.sent, sent)
-	add(&c.sentGSO, runs)
-	add(&c.sendErrors, failed)
-	add(&c.sendFull, full)
-	return err
 }
 
-// build lays out the packets of batch[from:] marked ok as sendmmsg entries,
+// portOf is the source port socket fd sends from (cold path: errors).
+func (l *Link) portOf(fd int) int {
+	if fd == l.fd {
+		return int(l.cfg.Port)
+	}
+	for i, f := range l.src.fds {
+		if f == fd {
+			return int(l.src.lo) + i
+		}
+	}
+	return -1
+}
+
+// build lays out the packets batch[order[...]] as sendmmsg entries,
 // coalescing GSO runs when gso is set, and returns how many entries.
-func (t *txState) build(batch []dataplane.TxPacket, from int, gso bool) int {
+func (t *txState) build(batch []dataplane.TxPacket, order []int32, gso bool) int {
 	k, iov := 0, 0
 	var e *txEntry
-	for i := from; i < len(batch); i++ {
+	for oi, i := range order {
 		p := &batch[i]
 		s := uint32(p.Handle)
 		sl := &t.slots[s]
-		if !sl.ok {
-			continue
-		}
 		t.iov[iov] = unix.Iovec{Base: &sl.buf[0]}
 		t.iov[iov].SetLen(p.Len)
 		iov++
@@ -255,7 +356,7 @@ func (t *txState) build(batch []dataplane.TxPacket, from int, gso bool) int {
 			continue
 		}
 		e = &t.ent[k]
-		*e = txEntry{first: i, count: 1, slot: s, iov: iov - 1, seg: p.Len, bytes: p.Len,
+		*e = txEntry{first: oi, count: 1, slot: s, iov: iov - 1, seg: p.Len, bytes: p.Len,
 			open: true, dst: p.Dst, control: p.Control}
 		k++
 	}

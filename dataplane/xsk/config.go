@@ -71,6 +71,15 @@ type Config struct {
 	// sent as several descriptors chained with PktContd. The XDP program
 	// must be loaded with BPF_F_XDP_HAS_FRAGS.
 	SG bool
+	// TxSpans is the number of TX spans: runs of SpanFrames consecutive
+	// frames, in the UMEM after the NumFrames frames of the pool, into which
+	// a packet longer than a frame is written in one piece and sent as a
+	// chain of descriptors (GetSpan, Split). Default 0: none. Spans longer
+	// than one frame need SG.
+	TxSpans uint32
+	// SpanFrames is the length of a TX span in frames: 1 to 18 (the
+	// kernel's longest TX chain). Default 1 when TxSpans is set.
+	SpanFrames uint32
 	// TxSkbBudget is XDP_MAX_TX_SKB_BUDGET: how many frames one sendto may
 	// send in copy mode (the kernel's default is 32). Default 256 (+28%
 	// measured on veth), capped at TxSize: the kernel answers EACCES outside
@@ -150,6 +159,15 @@ func (c Config) resolve() (Config, error) {
 		if r.v&(r.v-1) != 0 || r.v > 1<<24 {
 			return c, fmt.Errorf("xsk: %s ring size %d is not a power of two up to 2^24", r.name, r.v)
 		}
+	}
+	if c.TxSpans > 0 && c.SpanFrames == 0 {
+		c.SpanFrames = 1
+	}
+	if c.TxSpans > 0 && (c.SpanFrames > maxChain || c.SpanFrames > 1 && !c.SG) {
+		return c, fmt.Errorf("xsk: tx spans of %d frames: want 1 to %d, and more than 1 only with SG", c.SpanFrames, maxChain)
+	}
+	if uint64(c.NumFrames)+uint64(c.TxSpans)*uint64(c.SpanFrames) > 1<<24 {
+		return c, fmt.Errorf("xsk: %d frames and %d tx spans of %d frames: UMEM too large", c.NumFrames, c.TxSpans, c.SpanFrames)
 	}
 	if c.NoRX && c.NoTX {
 		return c, fmt.Errorf("xsk: a socket needs an RX or a TX ring")

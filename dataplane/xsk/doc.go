@@ -23,7 +23,8 @@
 // caller's hands, the TX ring or the kernel's send path, the completion ring.
 // Socket.InFlight counts the kernel's share from the ring indices, so
 // Pool().Free() + InFlight + what the caller holds == Pool().Cap() is the
-// leak check the tests make.
+// leak check the tests make (TX spans, below, are apart from the pool:
+// their descriptors in flight count in InFlight too).
 //
 // # Ownership
 //
@@ -94,13 +95,41 @@
 //
 // # Multi-buffer
 //
-// With Config.SG (XDP_USE_SG) a packet larger than a frame arrives as
-// several RX descriptors, all but the last with PktContd in Options, and may
-// be sent as several TX descriptors chained the same way. This package passes
-// descriptors through as they are: assembling a packet, which may straddle
-// two Receive batches, is the caller's job. The XDP program must be loaded
-// with BPF_F_XDP_HAS_FRAGS for such frames to reach it (and to attach at an
-// MTU above about 3506 at all).
+// A UMEM frame is at most a page (4096 bytes; XDP_UMEM_REG refuses 8192),
+// and in copy mode the kernel puts its 256-byte headroom in front of every
+// received buffer, so one frame holds at most 3840 bytes of packet. A
+// 9014-byte Ethernet frame (MTU 9000) does not fit. With Config.SG the
+// socket is bound with XDP_USE_SG and such packets travel as chains of
+// descriptors, every one but the last carrying PktContd (XDP_PKT_CONTD) in
+// Options; the XDP program must be loaded with BPF_F_XDP_HAS_FRAGS for them
+// to reach it (and, in native mode, to attach at an MTU above about 3506 at
+// all). Measured on veth in copy mode: a 9014-byte frame arrives as three
+// descriptors of 3840, 3840 and 1334 bytes.
+//
+// Receive: the kernel fills one frame from the fill ring per buffer, each
+// after its own headroom, so the pieces of a packet are never adjacent in
+// the UMEM. Receive passes the descriptors through as they are, and a
+// chain may end one batch and continue in the next. An Assembler gathers a
+// chain into one contiguous buffer the caller owns (a preallocated
+// scratch): Start with the buffer, Add each descriptor's bytes, and on
+// AsmDone the packet is whole. Each frame may go back to the fill ring as
+// soon as it is copied. A chain longer than the buffer, longer than 18
+// descriptors, or begun without a buffer is discarded to its last
+// descriptor (AsmDropped), so one bad chain never desynchronises the next.
+//
+// Transmit: Config.TxSpans reserves, after the pool's frames, runs of
+// Config.SpanFrames consecutive frames. The UMEM is one mapping, so a span
+// is contiguous memory: the caller takes one (GetSpan), writes the whole
+// packet into SpanBuf in one piece as if the frame were large, and Split
+// cuts it at frame boundaries into a chain (the kernel requires each
+// descriptor to lie inside one frame). Transmit queues a chain whole or not
+// at all: when the TX ring has room for part of a batch it stops after the
+// last complete packet, so the kernel never sees half a packet. The
+// completion ring returns one address per descriptor; the span counts its
+// descriptors in flight and goes back to the span list with the last, so
+// a span is never rewritten while the kernel may still read it. Nothing in
+// this allocates: spans, their counters and the Assembler's buffer are
+// sized once.
 //
 // # Errors and counters
 //

@@ -57,7 +57,7 @@ func (s *Socket) wakeRX() error {
 // it puts them back in the pool (or straight into the fill ring). With
 // Config.SG a packet may span several descriptors: all but its last carry
 // PktContd, and a batch may end in the middle of a packet (the rest comes
-// with the next call); assembling them is the caller's job.
+// with the next call); an Assembler gathers such a chain.
 func (s *Socket) Receive(descs []Desc) int {
 	return s.RX.Dequeue(descs)
 }
@@ -66,16 +66,25 @@ func (s *Socket) Receive(descs []Desc) int {
 // and kicks the kernel with one sendto when it needs one (always in copy mode
 // with need_wakeup, since veth keeps the flag set; always without
 // need_wakeup). It returns how many were queued; the frames of the rest stay
-// the caller's. The queued frames come back through Complete.
+// the caller's. A multi-buffer packet (descriptors chained with PktContd) is
+// queued whole or not at all, so the count always ends on a packet's last
+// descriptor when descs does. The queued frames come back through Complete.
 func (s *Socket) Transmit(descs []Desc) (int, error) {
 	if len(descs) == 0 {
 		return 0, nil
 	}
-	n := s.TX.Enqueue(descs)
+	n := s.TX.enqueueWhole(descs)
 	if n < len(descs) {
 		// Kick anyway: the ring is full of descriptors the kernel has not
 		// sent yet.
 		s.counters.txRingFull.Add(1)
+	}
+	if s.spans.end > s.spans.base {
+		for _, d := range descs[:n] {
+			if s.spans.has(d.Addr) {
+				s.spans.sent(d.Addr)
+			}
+		}
 	}
 	return n, s.kick()
 }
@@ -110,12 +119,24 @@ func (s *Socket) kick() error {
 }
 
 // Complete returns the frames of sent packets from the completion ring to
-// the pool and returns how many.
+// the pool, and TX spans whose descriptors have all completed to the span
+// list, and returns how many descriptors completed.
 func (s *Socket) Complete() int {
 	total := 0
+	hasSpans := s.spans.end > s.spans.base
 	for {
 		n := s.Completion.Dequeue(s.addrs[:])
-		s.pool.PutN(s.addrs[:n])
+		if !hasSpans {
+			s.pool.PutN(s.addrs[:n])
+		} else {
+			for _, a := range s.addrs[:n] {
+				if s.spans.has(a) {
+					s.spans.completed(a)
+				} else {
+					s.pool.Put(a)
+				}
+			}
+		}
 		total += n
 		if n < len(s.addrs) {
 			return total

@@ -258,6 +258,26 @@ func (r *TxRing) Enqueue(descs []Desc) int {
 	return int(got)
 }
 
+// enqueueWhole is Enqueue that never leaves a multi-buffer packet half
+// queued: when the ring has room for only part of descs, the reservation
+// ends after the last descriptor without PktContd that fits.
+func (r *TxRing) enqueueWhole(descs []Desc) int {
+	idx, got := r.Reserve(uint32(len(descs)))
+	if int(got) < len(descs) {
+		k := got
+		for k > 0 && descs[k-1].More() {
+			k--
+		}
+		r.Cancel(got - k)
+		got = k
+	}
+	for i := uint32(0); i < got; i++ {
+		r.descs[(idx+i)&r.mask] = descs[i]
+	}
+	r.Submit()
+	return int(got)
+}
+
 // RxRing carries descriptors of received frames. The kernel produces, we
 // consume.
 type RxRing struct {

@@ -28,6 +28,7 @@ type Socket struct {
 	umem    []byte
 	maps    [][]byte // ring mmaps, unmapped by Close
 	pool    *FramePool
+	spans   spans // TX spans (Config.TxSpans), after the pool's frames
 	info    Info
 	headOff uint64 // kernelHeadroom + Config.Headroom
 
@@ -98,6 +99,9 @@ func (i Info) String() string {
 			fmt.Fprintf(&b, ", busy poll %d us x %d", i.Config.BusyPoll.Usecs, i.Config.BusyPoll.Budget)
 		}
 	}
+	if i.Config.TxSpans > 0 {
+		fmt.Fprintf(&b, ", %d tx spans of %d frames", i.Config.TxSpans, i.Config.SpanFrames)
+	}
 	fmt.Fprintf(&b, ", %d frames of %d B, bind attempts %d (waited %v)",
 		i.Config.NumFrames, i.Config.FrameSize, i.BindAttempts, i.BindWait.Round(time.Millisecond))
 	return b.String()
@@ -129,7 +133,8 @@ func (s *Socket) open(ifindex int, queue uint32, cfg Config) error {
 	}
 	s.fd = fd
 
-	umemLen := int(cfg.NumFrames) * int(cfg.FrameSize)
+	poolLen := int(cfg.NumFrames) * int(cfg.FrameSize)
+	umemLen := poolLen + int(cfg.TxSpans)*int(cfg.SpanFrames)*int(cfg.FrameSize)
 	s.umem, err = unix.Mmap(-1, 0, umemLen, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
@@ -148,6 +153,7 @@ func (s *Socket) open(ifindex int, queue uint32, cfg Config) error {
 		return fmt.Errorf("XDP_UMEM_REG: %w", err)
 	}
 	s.pool = NewFramePool(cfg.NumFrames, cfg.FrameSize)
+	s.spans.init(uint64(poolLen), cfg.TxSpans, cfg.SpanFrames, cfg.FrameSize)
 
 	type ringOpt struct {
 		name string

@@ -417,11 +417,12 @@ func TestSecondQueue(t *testing.T) {
 	exchange(t, a, b, 500, 64, 64, []int{18, 700}, true)
 }
 
-// TestJumbo sends 9014-byte frames (MTU 9000) as three chained TX
-// descriptors and receives them as chained RX descriptors (XDP_USE_SG, a
-// program with BPF_F_XDP_HAS_FRAGS).
+// TestJumbo sends 9014-byte frames (MTU 9000) from TX spans as three chained
+// TX descriptors (Split) and receives them as chained RX descriptors
+// (XDP_USE_SG, a program with BPF_F_XDP_HAS_FRAGS) that an Assembler
+// gathers, every byte compared.
 func TestJumbo(t *testing.T) {
-	cfg := Config{SG: true, FrameSize: 4096, NumFrames: 1024}
+	cfg := Config{SG: true, FrameSize: 4096, NumFrames: 1024, TxSpans: 64, SpanFrames: 3}
 	a, b := newPair(t, cfg, testnet.LinkConfig{MTU: 9000}, 0, true)
 	tx, rx := a.sock, b.sock
 	if _, err := rx.Refill(rx.Pool().Free()); err != nil {
@@ -429,42 +430,52 @@ func TestJumbo(t *testing.T) {
 	}
 	f := a.spec(b, false)
 	const n = 200
-	frame := make([]byte, 9014)
 	want := make([]byte, 9014)
-	var descs []Desc
-	var pkt []byte
-	received := 0
+	var descs [3]Desc
+	var asm Assembler
+	scratch := make([]byte, 0, 9018)
+	received, chained := 0, 0
+	var firstChain []uint32
 	deadline := time.Now().Add(10 * time.Second)
 	for seq := 0; received < n && time.Now().Before(deadline); {
 		tx.Complete()
 		if seq < n {
-			l := f.build(frame, uint64(seq), 9014-42)
-			descs = descs[:0]
-			for off := 0; off < l; off += 4096 {
-				addr, ok := tx.Pool().Get()
-				if !ok {
-					t.Fatal("sender pool empty")
+			if addr, ok := tx.GetSpan(); ok {
+				l := f.build(tx.SpanBuf(addr), uint64(seq), 9014-42)
+				k := tx.Pool().Split(addr, uint32(l), descs[:])
+				q, err := tx.Transmit(descs[:k])
+				if err != nil {
+					t.Fatal(err)
 				}
-				c := copy(tx.FrameBuf(addr), frame[off:l])
-				descs = append(descs, Desc{Addr: addr, Len: uint32(c), Options: PktContd})
+				if q != k {
+					if q != 0 {
+						t.Fatalf("queued %d of %d descriptors of one packet", q, k)
+					}
+					tx.PutSpan(addr)
+				} else {
+					seq++
+				}
 			}
-			descs[len(descs)-1].Options = 0
-			q, err := tx.Transmit(descs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q != len(descs) {
-				t.Fatalf("queued %d of %d descriptors of one packet", q, len(descs))
-			}
-			seq++
 		}
 		var got [16]Desc
 		m := rx.Receive(got[:])
 		for _, d := range got[:m] {
-			pkt = append(pkt, rx.Frame(d.Addr, d.Len)...)
-			rx.Pool().Put(d.Addr)
+			if asm.Idle() {
+				asm.Start(scratch)
+			}
 			if d.More() {
+				chained++
+			}
+			if received == 0 {
+				firstChain = append(firstChain, d.Len)
+			}
+			pkt, st := asm.Add(rx.Frame(d.Addr, d.Len), d.More())
+			rx.Pool().Put(d.Addr)
+			if st == AsmMore {
 				continue
+			}
+			if st != AsmDone {
+				t.Fatalf("chain dropped: %v", st)
 			}
 			s, _ := seqOf(pkt)
 			l := f.build(want, s, 9014-42)
@@ -472,7 +483,6 @@ func TestJumbo(t *testing.T) {
 				t.Fatalf("jumbo %d (want %d): %d bytes, equal %v", s, received, len(pkt), bytes.Equal(pkt, want[:l]))
 			}
 			received++
-			pkt = pkt[:0]
 		}
 		if _, err := rx.Refill(m); err != nil {
 			t.Fatal(err)
@@ -481,5 +491,16 @@ func TestJumbo(t *testing.T) {
 	if received < n {
 		st, _ := rx.Stats()
 		t.Fatalf("received %d of %d jumbo frames; stats %+v", received, n, st)
+	}
+	if chained < 2*n {
+		t.Errorf("%d continued descriptors for %d jumbo frames: want at least 2 each", chained, n)
+	}
+	t.Logf("a 9014-byte frame arrived as descriptors of %v bytes", firstChain)
+	for time.Now().Before(deadline) && tx.SpansFree() < tx.SpansCap() {
+		tx.Complete()
+		time.Sleep(time.Millisecond)
+	}
+	if tx.SpansFree() != tx.SpansCap() {
+		t.Errorf("%d of %d tx spans never came back", tx.SpansCap()-tx.SpansFree(), tx.SpansCap())
 	}
 }

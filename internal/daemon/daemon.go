@@ -98,6 +98,15 @@ type Daemon struct {
 // Run starts the daemon and blocks until ctx ends, then shuts down:
 // engines stop, sockets close, XDP programs detach (only ours: bpf_link).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options) error {
+	claims, err := claimAll(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range claims {
+			c.release()
+		}
+	}()
 	d := &Daemon{cfg: cfg, log: log}
 	defer d.close()
 	for _, ic := range cfg.Interfaces {
@@ -171,8 +180,12 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		links []dataplane.Link
 		local netip.Addr
 		fi    *afxdp.Iface
+		ul    *udplink.Link // the UDP link, if that is the backend
 		why   string
 	)
+	if err := checkMTU(d.log, ic.Name, d.cfg.MTU); err != nil {
+		return nil, err
+	}
 	if ic.Backend == config.BackendAFXDP || ic.Backend == config.BackendAuto {
 		qs := make([]uint32, len(ic.Queues))
 		for i, q := range ic.Queues {
@@ -181,7 +194,7 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		var err error
 		fi, err = afxdp.OpenIface(afxdp.IfaceConfig{
 			Name: ic.Name, Queues: qs, Local: ic.Address, IPv6: opts.IPv6,
-			Port: uint16(d.cfg.Port), Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
+			Port: uint16(d.cfg.Port), MTU: d.cfg.MTU, Mode: xdpMode(ic.XDPMode), XSK: xsk.Config{Mode: bindMode(ic.Zerocopy)},
 			DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl),
 		})
 		switch {
@@ -205,8 +218,15 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 				return nil, err
 			}
 		}
-		ul, err := udplink.Open(udplink.Config{Local: local, Port: uint16(d.cfg.Port),
-			MaxPayload: d.cfg.MTU - 48, DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl)})
+		// GSO and GRO: the link groups a batch per source-port socket, so
+		// a run of one path's packets still goes down as one entry; on
+		// the demo's star they took the UDP backend from 1.2-2.5 to
+		// 3.0-4.4 Gb/s in the same session.
+		uc := udplink.Config{Local: local, Port: uint16(d.cfg.Port),
+			MaxPayload: d.cfg.MTU - 48, DSCPData: uint8(d.cfg.DSCPData), DSCPControl: uint8(d.cfg.DSCPControl), GSO: true}
+		udpSrcPortConfig(&uc, d.cfg.TransportConfig()) // udpentropy.go
+		var err error
+		ul, err = udplink.Open(uc)
 		if err != nil {
 			return nil, fmt.Errorf("interface %s: udp backend: %w", ic.Name, err)
 		}
@@ -235,8 +255,14 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		tc.Port = uint16(d.cfg.Port)
 		tc.MTU = d.cfg.MTU
 		tc.Congestion = d.cfg.Congestion
+		if ul != nil {
+			udpEntropy(&tc, ul) // udpentropy.go
+		}
 		if len(links) > 1 {
 			tc.IDMask, tc.IDTag = dataplane.IDMask(len(links)), uint32(i)
+		}
+		if err := checkLinkMTU(ic.Name, l, &tc); err != nil {
+			return fail(err)
 		}
 		ep, err := transport.NewEndpoint(tc, local)
 		if err != nil {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/internal/cli"
+	"github.com/metaroce/metaroce/internal/version"
 )
 
 // The configuration accepts the congestion algorithms the congestion
@@ -25,15 +26,19 @@ func init() { config.KnownCongestion = congestion.Known }
 // signals. It runs in the foreground (systemd supervises; a daemon that
 // daemonizes itself hides its failures) and returns the exit code.
 func Main(name string, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cli.NewFlagSet(name, stderr)
 	path := fs.String("config", "", "configuration `file` (YAML); empty: defaults and flags only")
 	ipv6 := fs.Bool("ipv6", false, "use the interfaces' IPv6 addresses when none is configured")
 	cpu := fs.Int("cpu", -1, "pin the engine threads to this `CPU` (-1: let the scheduler place them)")
 	cpuprofile := fs.String("cpuprofile", "", "write a Go CPU profile to `file` until the daemon stops")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fl := config.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := cli.Parse(fs, args); err != nil {
+		return cli.Exit(name, err, stderr)
+	}
+	if *showVersion {
+		fmt.Fprintln(os.Stdout, name, version.String())
+		return 0
 	}
 	cfg, err := fl.Load(*path)
 	if err != nil {

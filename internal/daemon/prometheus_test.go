@@ -31,7 +31,7 @@ func TestPrometheusScrapesDaemons(t *testing.T) {
 	}
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Fatal("prometheus not installed: .ci/run installs the Debian package prometheus")
+		t.Fatal("prometheus not installed: install the Debian package prometheus (make deps)")
 	}
 	s := testnet.NewStar(t, 2, testnet.Config{})
 	ctx, cancel := context.WithCancel(context.Background())

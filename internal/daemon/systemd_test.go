@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestUnitVerifies(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze not installed (Debian package systemd)")
+		t.Skip("systemd-analyze not installed (Debian package systemd; make deps installs it)")
 	}
 	unit, err := os.ReadFile("../../deploy/metaroced.service")
 	if err != nil {

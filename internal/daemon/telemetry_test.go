@@ -162,10 +162,10 @@ func checkPromtool(t *testing.T, body string) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Geteuid() != 0 {
-			t.Log("promtool not installed (Debian package prometheus; .ci/run installs it): not linted")
+			t.Log("promtool not installed (Debian package prometheus; make deps installs it): not linted")
 			return
 		}
-		t.Fatal("promtool not installed: .ci/run installs the Debian package prometheus")
+		t.Fatal("promtool not installed: install the Debian package prometheus (make deps)")
 	}
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader([]byte(body))

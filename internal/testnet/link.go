@@ -14,13 +14,13 @@ import (
 
 // ErrNoEthtool is returned by SetOffloads when ethtool is not installed
 // (apt-get install ethtool).
-var ErrNoEthtool = errors.New("testnet: ethtool is not installed; cannot change veth offloads")
+var ErrNoEthtool = errors.New("testnet: ethtool not found: install the Debian package ethtool (make deps) to change veth offloads")
 
 // LinkConfig shapes a veth pair. The zero value is a 1500-byte MTU, one
 // queue, kernel-default offloads.
 type LinkConfig struct {
 	// MTU of both ends; 0 means 1500. Native XDP without the frags flag
-	// cannot attach above about 3506 (see PLATFORM.md).
+	// cannot attach above about 3506 (see docs/platform.md).
 	MTU int
 	// Queues is numtxqueues and numrxqueues of both ends; 0 means 1. In
 	// native XDP a frame sent on queue q arrives on the peer's queue q.

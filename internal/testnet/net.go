@@ -42,8 +42,12 @@ func Open() (*Net, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("testnet: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for ip netns)")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return nil, fmt.Errorf("testnet: iproute2 not found: %w", err)
+	// The tools the namespaces are built with, and the Debian package of
+	// each: a missing one is named, never a bare exec error later.
+	for _, t := range [][2]string{{"ip", "iproute2"}, {"nft", "nftables"}} {
+		if _, err := exec.LookPath(t[0]); err != nil {
+			return nil, fmt.Errorf("testnet: %s not found: install the Debian package %s (make deps)", t[0], t[1])
+		}
 	}
 	sweepOnce.Do(func() { _ = Sweep() })
 	return &Net{}, nil

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/perf"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
@@ -89,7 +90,7 @@ func TestPerfProcessesAndKill(t *testing.T) {
 					t.Errorf("pair %d: %v\nclient: %s\nserver: %s", i, err, r.cliOut.String(), r.srvOut.String())
 				}
 			}
-			var res PerfResult
+			var res perf.Result
 			if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
 				t.Errorf("pair %d: client output: %v: %s", i, err, r.cliOut.String())
 				continue
@@ -144,7 +145,7 @@ func TestPerfTests(t *testing.T) {
 				}
 			}
 			cancel()
-			var res PerfResult
+			var res perf.Result
 			if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
 				t.Errorf("%s: client output: %v: %s", tc.test, err, r.cliOut.String())
 				continue

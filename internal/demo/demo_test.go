@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/perf"
 )
 
 // TestMain lets this test binary stand in for the metaroce binary when the
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "perf" {
-		if err := runPerf(os.Args[2:], os.Stdout); err != nil {
+		if err := perf.Run(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "metaroce perf:", err)
 			os.Exit(1)
 		}
@@ -36,15 +37,15 @@ func TestDemoJSON(t *testing.T) {
 	}
 	var out bytes.Buffer
 	args := strings.Fields("-json -bytes 16777216 -lat-count 200 -udp-bytes 4194304 -baseline-duration 300ms")
-	if err := runDemo(args, &out); err != nil {
+	if err := Run(args, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	var m map[string]any
 	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
 	}
-	for _, k := range []string{"data_verified", "messages", "goodput_gbps", "write_lat_p50_us", "write_lat_p99_us",
-		"xdp_mode", "zerocopy", "backend", "loss", "udp_backend_gbps", "raw_afxdp_gbps", "raw_afxdp_lat_p50_us",
+	for _, k := range []string{"data_verified", "messages", "goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us",
+		"xdp_mode", "zerocopy", "backend", "loss", "udp_backend_gbps", "raw_afxdp_gbps", "raw_afxdp_rtt_p50_us", "tcp_rtt_p50_us", "ok",
 		"tcp_gbps", "tcp_offloads_on_gbps"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
@@ -61,9 +62,41 @@ func TestDemoJSON(t *testing.T) {
 	if m["data_verified"] != true || m["messages"] != float64(256+200) || m["backend"] != "afxdp" {
 		t.Errorf("verified %v messages %v backend %v", m["data_verified"], m["messages"], m["backend"])
 	}
-	for _, k := range []string{"goodput_gbps", "write_lat_p50_us", "write_lat_p99_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
+	for _, k := range []string{"goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
 		if v, _ := m[k].(float64); v <= 0 {
 			t.Errorf("%s = %v, want a measured figure (errors: %v)", k, m[k], m["errors"])
+		}
+	}
+}
+
+// TestDemoSweep runs a short loss sweep and checks every point carries
+// metaroce's verified goodput and both TCP figures, and that the CSV and
+// the PNG were written.
+func TestDemoSweep(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	args := strings.Fields("-sweep -json -bytes 4MiB -lat-count 100 -baseline-duration 500ms -out " + dir)
+	if err := Run(args, &out); err != nil {
+		t.Fatalf("sweep: %v\n%s", err, out.String())
+	}
+	var r SweepResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if !r.OK || len(r.Points) != len(sweepLosses) || r.WriteRTTP50us <= 0 || r.RawAFXDPRTTP50us <= 0 || r.TCPRTTP50us <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	for _, p := range r.Points {
+		if !p.DataVerified || p.MetaroceGbps <= 0 || p.TCPOnGbps <= 0 || p.TCPOffGbps <= 0 {
+			t.Errorf("point %+v", p)
+		}
+	}
+	for _, f := range []string{r.CSV, r.PNG} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestLeafSpineDemo(t *testing.T) {
 	}
 	var out bytes.Buffer
 	args := strings.Fields("-topology leafspine -json -before 800ms -after 1200ms -tcp-flows 4")
-	if err := runDemo(args, &out); err != nil {
+	if err := Run(args, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	var r LeafSpineResult

@@ -1,11 +1,10 @@
-package main
+package demo
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -17,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/perf"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
 
@@ -26,29 +27,40 @@ import (
 // host's namespace and a client in the other's, talking to the daemons
 // through shared-memory queue pairs.
 type DemoResult struct {
+	// OK is the verdict: every part of the demo ran, each without error,
+	// and every byte was verified. The command exits non-zero without it.
+	OK bool `json:"ok"`
 	// DataVerified: every WRITE completed without error and each perf
 	// server found its memory holding what its client wrote.
 	DataVerified bool `json:"data_verified"`
 	// Messages counts the WRITEs of the bandwidth and latency tests.
-	Messages         int     `json:"messages"`
-	GoodputGbps      float64 `json:"goodput_gbps"`
-	WriteLatP50us    float64 `json:"write_lat_p50_us"`
-	WriteLatP99us    float64 `json:"write_lat_p99_us"`
+	Messages    int     `json:"messages"`
+	GoodputGbps float64 `json:"goodput_gbps"`
+	// Every latency here is a whole round trip, as its name says: a
+	// 64-byte WRITE out and the peer's answer back, through the client
+	// API on both ends (perf write-lat).
+	WriteRTTP50us    float64 `json:"write_rtt_p50_us"`
+	WriteRTTP99us    float64 `json:"write_rtt_p99_us"`
 	XDPMode          string  `json:"xdp_mode"`
 	ZeroCopy         bool    `json:"zerocopy"`
 	Backend          string  `json:"backend"`
 	BackendWhy       string  `json:"backend_note,omitempty"`
 	Loss             float64 `json:"loss"`
+	MTU              int     `json:"mtu"`
 	SwitchDropped    uint64  `json:"switch_dropped"`
 	Retransmitted    uint64  `json:"packets_retransmitted"`
 	PacketsSent      uint64  `json:"packets_sent"`
 	UDPBackendGbps   float64 `json:"udp_backend_gbps"`
 	RawAFXDPGbps     float64 `json:"raw_afxdp_gbps"`
-	RawAFXDPLatP50us float64 `json:"raw_afxdp_lat_p50_us"`
+	RawAFXDPRTTP50us float64 `json:"raw_afxdp_rtt_p50_us"`
+	// TCPRTTP50us is a TCP ping-pong's round trip (64 bytes, TCP_NODELAY,
+	// blocking reads and writes) through the same lossy switch.
+	TCPRTTP50us float64 `json:"tcp_rtt_p50_us"`
+	TCPRTTP99us float64 `json:"tcp_rtt_p99_us"`
 	// TCPGbps is Linux TCP with veth offloads off on the path, so the
 	// switch drops wire packets as it does ours: the like-for-like
 	// figure. TCPOffloadsOnGbps is what users get by default, where the
-	// switch drops 64 KB GSO super-packets instead (PLATFORM.md).
+	// switch drops 64 KB GSO super-packets instead (docs/platform.md).
 	TCPGbps           float64  `json:"tcp_gbps"`
 	TCPOffloadsOnGbps float64  `json:"tcp_offloads_on_gbps"`
 	GoodputVsRaw      float64  `json:"goodput_vs_raw_afxdp"`
@@ -59,6 +71,10 @@ type DemoResult struct {
 }
 
 type demoOpts struct {
+	mtu      int
+	pcapDir  string
+	sweep    bool
+	out      string
 	loss     float64
 	bytes    int64
 	size     int
@@ -68,33 +84,47 @@ type demoOpts struct {
 	duration time.Duration
 }
 
-func runDemo(args []string, out io.Writer) error {
+func Run(args []string, out io.Writer) error {
 	switch t := demoTopologyArg(args); t {
 	case "leafspine":
 		return runLeafSpineDemo(args, out)
+	case "incast":
+		return runIncastDemo(args, out)
 	case "", "star":
 	default:
-		return fmt.Errorf("demo: -topology %q: want star or leafspine", t)
+		return cli.UsageError("-topology %q: want star, leafspine or incast", t)
 	}
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.String("topology", "star", "star (two hosts through one switch) or leafspine (docs/demo.md)")
+	fs := cli.NewFlagSet("metaroce demo", out)
+	fs.String("topology", "star", "star (two hosts through one switch), leafspine or incast (docs/demo.md; each has its own flags: -topology leafspine -h)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
-	fs.Int64Var(&o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
-	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE in the bandwidth test")
+	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")
+	fs.BoolVar(&o.sweep, "sweep", false, "a loss sweep instead: 0, 0.1, 1, 5 and 10% loss, metaroce beside TCP (offloads on and off) at each; CSV and PNG into -out")
+	fs.StringVar(&o.out, "out", ".", "-sweep: directory for sweep.csv and sweep.png")
+	fs.StringVar(&o.pcapDir, "pcap", "", "capture each switch port to DIR/*.pcap with tcpdump (hundreds of MB a port at the default sizes; read them with metaroce decode, docs/operate.md)")
+	cli.SizeVar(fs, &o.bytes, "bytes", 256<<20, "bytes of WRITEs in the bandwidth test")
+	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE in the bandwidth test")
 	fs.IntVar(&o.latCount, "lat-count", 2000, "WRITEs of 64 bytes in the latency test")
-	fs.Int64Var(&o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
+	cli.SizeVar(fs, &o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
-	fs.DurationVar(&o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
+	cli.DurationVar(fs, &o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if err := cli.Check(cli.Int("mtu", o.mtu, 576, 9000), cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
+		cli.Int("size", o.size, 1, 1<<30), cli.Int("lat-count", o.latCount, 1, 1<<24),
+		cli.Range{Flag: "udp-bytes", Value: float64(o.udpBytes), Min: 1, Max: 1 << 40}); err != nil {
+		return err
+	}
+	if o.duration <= 0 {
+		return cli.UsageError("-baseline-duration %v: want a positive duration", o.duration)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
 	}
-	if o.loss < 0 || o.loss >= 1 || o.bytes <= 0 || o.size <= 0 || o.latCount <= 0 || o.udpBytes <= 0 {
-		return errors.New("demo: -loss in [0,1), -bytes, -size, -lat-count and -udp-bytes positive")
+	if o.sweep {
+		return runSweep(o, *asJSON, out)
 	}
 	start := time.Now()
 	res, err := demo(o)
@@ -113,7 +143,7 @@ func runDemo(args []string, out io.Writer) error {
 
 func demo(o demoOpts) (*DemoResult, error) {
 	testnet.Sweep() // namespaces an earlier, killed demo left behind
-	star, err := testnet.OpenStar(2, testnet.Config{})
+	star, err := testnet.OpenStar(2, testnet.Config{Link: testnet.LinkConfig{MTU: o.mtu}})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +151,16 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if err := star.Switch.SetLoss(o.loss); err != nil {
 		return nil, err
 	}
+	var caps testnet.CaptureSet
+	if o.pcapDir != "" {
+		if err := os.MkdirAll(o.pcapDir, 0o755); err != nil {
+			return nil, fmt.Errorf("demo: -pcap: %w", err)
+		}
+		if caps, err = testnet.CaptureAll(o.pcapDir, "", star.Switch.Ports...); err != nil {
+			return nil, fmt.Errorf("demo: -pcap: %w", err)
+		}
+	}
+	defer caps.Stop() // idempotent; nil is a no-op
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -135,11 +175,12 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if o.ipv6 {
 		peer = b.IPv6
 	}
-	res := &DemoResult{Loss: o.loss}
+	res := &DemoResult{Loss: o.loss, MTU: o.mtu}
 
 	// metaroce over AF_XDP: bandwidth, then latency, each a perf server
 	// on b and a client on a, separate processes.
-	err = withDaemons(self, dir, "afxdp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+	mtuYAML := fmt.Sprintf("mtu: %d\n", o.mtu)
+	err = withDaemonsYAML(self, dir, "afxdp", o.ipv6, a, b, mtuYAML, func(ca, cb *daemon.Client) error {
 		st, err := ca.Do(daemon.Request{Op: "status"})
 		if err != nil {
 			return err
@@ -157,7 +198,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		}
 		res.Messages = int(msgs) + o.latCount
 		res.GoodputGbps = bw.Rows[0].BWAvgGbps
-		res.WriteLatP50us, res.WriteLatP99us = lat.Rows[0].TTypicalUs, lat.Rows[0].P99Us
+		res.WriteRTTP50us, res.WriteRTTP99us = lat.Rows[0].RTTP50us, lat.Rows[0].RTTP99us
 		res.DataVerified = bw.Verified && lat.Verified
 		st, _ = ca.Do(daemon.Request{Op: "status"})
 		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
@@ -169,7 +210,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		return res, fmt.Errorf("demo: afxdp run: %w", err)
 	}
 	// The same transport over the UDP-socket backend.
-	err = withDaemons(self, dir, "udp", o.ipv6, a, b, func(ca, cb *daemon.Client) error {
+	err = withDaemonsYAML(self, dir, "udp", o.ipv6, a, b, mtuYAML, func(ca, cb *daemon.Client) error {
 		bw, err := runPerfPair(self, dir, "udp", a, b, peer, 18517, "write-bw",
 			fmt.Sprintf("-s %d -n %d -seed 6", o.size, max(1, o.udpBytes/int64(o.size))))
 		if err != nil {
@@ -180,7 +221,13 @@ func demo(o demoOpts) (*DemoResult, error) {
 		return nil
 	})
 	if err != nil {
+		res.DataVerified = false // the UDP backend's WRITEs were not verified
 		res.Errors = append(res.Errors, "udp backend: "+err.Error())
+	}
+	// The capture holds metaroce's traffic only: the raw baseline would
+	// add millions of packets on the same port that look like MetaRoCE.
+	if err := caps.Stop(); err != nil {
+		res.Errors = append(res.Errors, "pcap: "+err.Error())
 	}
 	baselines(res, star, o)
 	if res.RawAFXDPGbps > 0 {
@@ -189,8 +236,12 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if res.TCPGbps > 0 {
 		res.GoodputVsTCP = res.GoodputGbps / res.TCPGbps
 	}
-	if !res.DataVerified {
+	res.OK = res.DataVerified && len(res.Errors) == 0
+	switch {
+	case !res.DataVerified:
 		return res, errors.New("demo: data not verified")
+	case !res.OK:
+		return res, fmt.Errorf("demo: %d part(s) failed: %s", len(res.Errors), strings.Join(res.Errors, "; "))
 	}
 	return res, nil
 }
@@ -199,7 +250,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 // namespace and a client process in a's, against the daemons withDaemons
 // started, and returns the client's report. The server checks the data
 // (bandwidth tests) and the client reports its verdict.
-func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*PerfResult, error) {
+func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr, port int, test, args string) (*perf.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r, err := startPerfPair(ctx, self, dir, backend, a, b, peer, port, test, args)
@@ -209,7 +260,7 @@ func runPerfPair(self, dir, backend string, a, b *testnet.Host, peer netip.Addr,
 	if err := r.wait(); err != nil {
 		return nil, err
 	}
-	var res PerfResult
+	var res perf.Result
 	if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
 		return nil, fmt.Errorf("client report: %v: %s", err, r.cliOut.String())
 	}
@@ -322,13 +373,13 @@ func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, e
 }
 
 func printDemo(w io.Writer, r *DemoResult) {
-	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%\n", r.Loss*100)
+	fmt.Fprintf(w, "metaroce demo: 2 hosts through a switch namespace dropping %.1f%%, MTU %d; verdict ok %v\n", r.Loss*100, r.MTU, r.OK)
 	fmt.Fprintf(w, "backend    %s, XDP %s, zero-copy %v\n", r.Backend, r.XDPMode, r.ZeroCopy)
 	fmt.Fprintf(w, "data       verified %v, %d WRITEs (metaroce perf processes through the client library)\n", r.DataVerified, r.Messages)
 	fmt.Fprintf(w, "goodput    %.2f Gb/s (UDP backend %.2f Gb/s)\n", r.GoodputGbps, r.UDPBackendGbps)
-	fmt.Fprintf(w, "latency    WRITE p50 %.1f us, p99 %.1f us\n", r.WriteLatP50us, r.WriteLatP99us)
-	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f)\n",
-		r.RawAFXDPGbps, r.RawAFXDPLatP50us, r.TCPGbps, r.TCPOffloadsOnGbps)
+	fmt.Fprintf(w, "round trip WRITE p50 %.1f us, p99 %.1f us\n", r.WriteRTTP50us, r.WriteRTTP99us)
+	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (round trip p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f; ping-pong round trip p50 %.1f us)\n",
+		r.RawAFXDPGbps, r.RawAFXDPRTTP50us, r.TCPGbps, r.TCPOffloadsOnGbps, r.TCPRTTP50us)
 	fmt.Fprintf(w, "ratios     %.2f of raw AF_XDP, %.2fx TCP\n", r.GoodputVsRaw, r.GoodputVsTCP)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error      %s\n", e)

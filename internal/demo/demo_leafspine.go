@@ -1,10 +1,9 @@
-package main
+package demo
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/testnet"
 )
@@ -34,6 +34,9 @@ type LeafSpineResult struct {
 	Backend      string  `json:"backend"`
 	SampleMs     float64 `json:"sample_ms"`
 
+	// OK is the verdict: every part ran without error, every WRITE was
+	// verified and none was lost; the command exits non-zero without it.
+	OK bool `json:"ok"`
 	// metaroce: goodput of verified WRITEs.
 	Messages      int     `json:"messages"`
 	MessagesLost  int     `json:"messages_lost"`
@@ -128,20 +131,20 @@ func demoTopologyArg(args []string) string {
 }
 
 func runLeafSpineDemo(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("demo -topology leafspine", flag.ContinueOnError)
+	fs := cli.NewFlagSet("metaroce demo -topology leafspine", out)
 	o := leafSpineOpts{}
 	fs.String("topology", "leafspine", "star (the default demo) or leafspine")
 	fs.IntVar(&o.hosts, "hosts-per-leaf", 2, "hosts on each leaf (traffic runs between the first of each)")
-	fs.Uint64Var(&o.spineRate, "spine-rate", 250_000_000, "bits/s of every leaf-spine link, each direction (tc tbf)")
+	cli.RateVar(fs, &o.spineRate, "spine-rate", 250_000_000, "bit rate of every leaf-spine link, each direction (tc tbf; 250Mbit, 1Gbit)")
 	// 16 random entropy values over 4 spines leave one spine with half
 	// of them often enough (binomial), and that spine's link then caps
 	// the connection; 64 puts 16 +- 3.5 on each.
 	fs.IntVar(&o.paths, "paths", 64, "logical paths per connection (the daemons' paths setting)")
 	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default)")
-	fs.IntVar(&o.size, "size", 65536, "bytes per WRITE")
-	fs.DurationVar(&o.before, "before", 1500*time.Millisecond, "traffic before the cut")
-	fs.DurationVar(&o.after, "after", 2500*time.Millisecond, "traffic after the cut (at the rate measured before it)")
-	fs.DurationVar(&o.sample, "sample", 10*time.Millisecond, "goodput sampling interval")
+	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE")
+	cli.DurationVar(fs, &o.before, "before", 1500*time.Millisecond, "traffic before the cut")
+	cli.DurationVar(fs, &o.after, "after", 2500*time.Millisecond, "traffic after the cut (at the rate measured before it)")
+	cli.DurationVar(fs, &o.sample, "sample", 10*time.Millisecond, "goodput sampling interval")
 	fs.IntVar(&o.cutSpine, "cut-spine", 1, "the spine to fail")
 	cut := fs.String("cut", "blackhole", "how the spine fails: blackhole (links stay up, leaves keep hashing onto it) or linkdown")
 	fs.StringVar(&o.backend, "backend", "afxdp", "metaroced backend: afxdp or udp")
@@ -151,7 +154,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	fs.StringVar(&o.out, "out", ".", "directory for the PNG (without -json)")
 	fs.BoolVar(&o.series, "series", false, "include the goodput samples in the JSON")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -161,8 +164,12 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	if o.cutMode, err = testnet.ParseCutMode(*cut); err != nil {
 		return err
 	}
-	if o.size <= 0 || o.before < 200*time.Millisecond || o.after < 700*time.Millisecond || o.sample <= 0 || o.spineRate == 0 {
-		return errors.New("demo: -size and -spine-rate positive, -before at least 200ms, -after at least 700ms")
+	if err := cli.Check(cli.Int("size", o.size, 1, 1<<30), cli.Range{Flag: "spine-rate", Value: float64(o.spineRate), Min: 1e6, Max: 1e12},
+		cli.Int("hosts-per-leaf", o.hosts, 1, 8), cli.Int("paths", o.paths, 1, 256), cli.Int("tcp-flows", o.tcpFlows, 0, 256)); err != nil {
+		return err
+	}
+	if o.before < 200*time.Millisecond || o.after < 700*time.Millisecond || o.sample <= 0 {
+		return cli.UsageError("-before %v, -after %v, -sample %v: want -before at least 200ms, -after at least 700ms, -sample positive", o.before, o.after, o.sample)
 	}
 	start := time.Now()
 	res, err := leafSpineDemo(o)
@@ -171,6 +178,10 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 			png, perr := plotLeafSpine(res, o.out)
 			if perr != nil {
 				res.Errors = append(res.Errors, "plot: "+perr.Error())
+				res.OK = false
+				if err == nil {
+					err = fmt.Errorf("demo: plot: %w", perr)
+				}
 			}
 			res.PNG = png
 		}
@@ -266,11 +277,12 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		}
 		res.TCP = t
 	}
-	if len(res.Errors) > 0 && res.BytesVerified == 0 {
+	res.OK = res.DataVerified && res.MessagesLost == 0 && len(res.Errors) == 0
+	switch {
+	case !res.DataVerified || res.MessagesLost != 0:
+		return res, fmt.Errorf("demo: data not verified or messages lost (%d lost)", res.MessagesLost)
+	case !res.OK:
 		return res, errors.New("demo: " + strings.Join(res.Errors, "; "))
-	}
-	if !res.DataVerified || res.MessagesLost != 0 {
-		return res, errors.New("demo: data not verified or messages lost")
 	}
 	return res, nil
 }

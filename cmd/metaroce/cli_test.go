@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildTool builds this command once per test that needs its exit codes.
+func buildTool(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "metaroce")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestHelpExitsZero: every subcommand's -h prints its flags on standard
+// output and exits 0; an unknown flag exits 2 naming it, on standard
+// error, once.
+func TestHelpExitsZero(t *testing.T) {
+	bin := buildTool(t)
+	for _, sub := range [][]string{{"sim"}, {"demo"}, {"demo", "-topology", "leafspine"}, {"perf", "write-bw"},
+		{"perf", "write-lat"}, {"status"}, {"qps"}, {"paths"}, {"top"}, {"compliance"}, {"version"}, {"daemon"}} {
+		name := strings.Join(sub, " ")
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, append(sub, "-h")...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if c := exitCode(cmd.Run()); c != 0 {
+			t.Errorf("%s -h: exit %d\n%s", name, c, stderr.String())
+		}
+		if name != "version" && !strings.Contains(stdout.String()+stderr.String(), "  -") {
+			t.Errorf("%s -h printed no flags", name)
+		}
+		stdout.Reset()
+		stderr.Reset()
+		cmd = exec.Command(bin, append(sub, "-no-such-flag")...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if c := exitCode(cmd.Run()); c != 2 {
+			t.Errorf("%s -no-such-flag: exit %d, want 2", name, c)
+		}
+		if msg := stderr.String(); !strings.Contains(msg, "-no-such-flag") || strings.Count(msg, "no-such-flag") != 1 {
+			t.Errorf("%s -no-such-flag printed %q", name, msg)
+		}
+	}
+}
+
+// TestSimRefusals: invalid values are refused naming the flag and the
+// valid range or choices, with exit 2, and never reach the simulator.
+func TestSimRefusals(t *testing.T) {
+	bin := buildTool(t)
+	for args, want := range map[string]string{
+		"sim -paths -3":                        "-paths -3: want a value in [1, 256]",
+		"sim -paths 0":                         "-paths 0: want a value in [1, 256]",
+		"sim -scenario incast -senders 0":      "-senders 0: want a value in [1, 4096]",
+		"sim -scenario failover -conns -5":     "-conns -5: want a value in [1, 4096]",
+		"sim -scenario bogus":                  "lossy, failover, degraded, incast, fairness, mixed",
+		"sim -topology clos2 -scenario bogus":  "alltoall, permutation, allreduce-ring, allreduce-hd, incast",
+		"sim -fail-at 2000 -scenario failover": `"2000" has no unit`,
+		"sim -loss 1.5":                        "-loss 1.5: want a value in [0, 1)",
+		"sim -size 64kb":                       `"64kb" is not a size`,
+		"top -interval 1":                      `"1" has no unit`,
+		"demo -loss 2":                         "-loss 2: want a value in [0, 1)",
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, strings.Fields(args)...)
+		cmd.Stderr = &stderr
+		c := exitCode(cmd.Run())
+		if c != 2 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%s: exit %d, printed %q; want exit 2 and %q", args, c, stderr.String(), want)
+		}
+		if strings.Count(stderr.String(), "metaroce") > 2 {
+			t.Errorf("%s: stutters: %q", args, stderr.String())
+		}
+	}
+	// What the two-host lossy scenario does by default: it loses packets,
+	// and -transport rocev2 runs it.
+	out, err := exec.Command(bin, "sim", "-messages", "50", "-transport", "rocev2").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "transport rocev2") {
+		t.Fatalf("lossy rocev2: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "wire       0 dropped") {
+		t.Errorf("the lossy scenario's default dropped nothing:\n%s", out)
+	}
+}
