@@ -83,6 +83,23 @@ install: build
 
 # The Wireshark dissector, in the Lua plugin directory tshark names (or
 # WIRESHARK_PLUGIN_DIR), beside the docs too (deploy/wireshark/install.sh).
+# libmetaroce, the C client library (libmetaroce/: docs/api.md without a
+# Go runtime): a shared and a static library in libmetaroce/build.
+CC       ?= cc
+CLIB_DIR  = libmetaroce
+CLIB_OUT  = $(CLIB_DIR)/build
+CLIB_SRC  = $(wildcard $(CLIB_DIR)/src/*.c)
+CLIB_FLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=default -I$(CLIB_DIR)/include
+.PHONY: clib
+clib: $(CLIB_OUT)/libmetaroce.so $(CLIB_OUT)/libmetaroce.a
+$(CLIB_OUT)/libmetaroce.so: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)
+	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.0 -o $@ $(CLIB_SRC) -lpthread
+$(CLIB_OUT)/libmetaroce.a: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)/obj
+	for f in $(CLIB_SRC); do $(CC) $(CLIB_FLAGS) -c $$f -o $(CLIB_OUT)/obj/$$(basename $$f .c).o || exit 1; done
+	ar rcs $@ $(CLIB_OUT)/obj/*.o
+
 .PHONY: install-wireshark
 install-wireshark:
 	DESTDIR='$(DESTDIR)' DATADIR='$(DATADIR)' ./deploy/wireshark/install.sh
