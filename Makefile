@@ -80,6 +80,7 @@ install: build
 	test -e $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml || \
 		install -m 0644 deploy/metaroced.minimal.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml
 	$(MAKE) install-wireshark
+	$(MAKE) install-clib
 
 # The Wireshark dissector, in the Lua plugin directory tshark names (or
 # WIRESHARK_PLUGIN_DIR), beside the docs too (deploy/wireshark/install.sh).
@@ -99,6 +100,20 @@ $(CLIB_OUT)/libmetaroce.a: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/in
 	@mkdir -p $(CLIB_OUT)/obj
 	for f in $(CLIB_SRC); do $(CC) $(CLIB_FLAGS) -c $$f -o $(CLIB_OUT)/obj/$$(basename $$f .c).o || exit 1; done
 	ar rcs $@ $(CLIB_OUT)/obj/*.o
+
+# make install-clib: libmetaroce's libraries, header and pkg-config file
+# (pkg-config --cflags --libs metaroce).
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+.PHONY: install-clib
+install-clib: clib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(CLIB_DIR)/include/metaroce.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.0
+	ln -sf libmetaroce.so.0 $(DESTDIR)$(LIBDIR)/libmetaroce.so
+	install -m 0644 $(CLIB_OUT)/libmetaroce.a $(DESTDIR)$(LIBDIR)/
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: metaroce\nDescription: C client library of metaroced\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lmetaroce\nLibs.private: -lpthread\n' \
+		'$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $(DESTDIR)$(LIBDIR)/pkgconfig/metaroce.pc
 
 .PHONY: install-wireshark
 install-wireshark:
