@@ -92,7 +92,12 @@ CLIB_OUT  = $(CLIB_DIR)/build
 CLIB_SRC  = $(wildcard $(CLIB_DIR)/src/*.c)
 CLIB_FLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=default -I$(CLIB_DIR)/include
 .PHONY: clib
-clib: $(CLIB_OUT)/libmetaroce.so $(CLIB_OUT)/libmetaroce.a
+clib: $(CLIB_OUT)/libmetaroce.so $(CLIB_OUT)/libmetaroce.a $(CLIB_OUT)/libmetaroce-fi.so
+# The libfabric provider "metaroce" (docs/libfabric.md), the library inside;
+# against Debian's libfabric-dev headers.
+$(CLIB_OUT)/libmetaroce-fi.so: $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)
+	$(CC) $(CLIB_FLAGS) -shared -o $@ $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) -lfabric -lpthread
 $(CLIB_OUT)/libmetaroce.so: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
 	@mkdir -p $(CLIB_OUT)
 	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.0 -o $@ $(CLIB_SRC) -lpthread
@@ -112,6 +117,8 @@ install-clib: clib
 	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.0
 	ln -sf libmetaroce.so.0 $(DESTDIR)$(LIBDIR)/libmetaroce.so
 	install -m 0644 $(CLIB_OUT)/libmetaroce.a $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/libfabric
+	install -m 0755 $(CLIB_OUT)/libmetaroce-fi.so $(DESTDIR)$(LIBDIR)/libfabric/
 	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: metaroce\nDescription: C client library of metaroced\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lmetaroce\nLibs.private: -lpthread\n' \
 		'$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $(DESTDIR)$(LIBDIR)/pkgconfig/metaroce.pc
 
