@@ -192,6 +192,9 @@ func libfabricAtLoss(o libfabricOpts, self, provDir string, li int, loss float64
 		env := []string{"FI_PROVIDER_PATH=" + provDir}
 		rows, out, err := pingpong(ctx, a, b, prov, 47100+li*16+pi, env, ds.socks[0], ds.socks[1], o.iterations)
 		cancel()
+		if rows == nil {
+			rows = []PingpongRow{} // JSON [] rather than null
+		}
 		r := LibfabricRun{Provider: prov, Loss: loss, Rows: rows, Pass: err == nil && len(rows) > 0}
 		if err != nil {
 			r.Error = err.Error() + ": " + lastLines(out, 6)

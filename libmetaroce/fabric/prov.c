@@ -177,6 +177,11 @@ static ssize_t cq_read(struct fid_cq *fcq, void *buf, size_t count)
 		return (ssize_t)n;
 	if (cq->head != cq->tail)
 		return -FI_EAVAIL;
+	/* Nothing yet: give the core away. Applications spin on
+	 * fi_cq_read, and on a host where the daemon's engine shares their
+	 * cores a spinner that never yields keeps the engine, which moves
+	 * the bytes, off the CPU for a whole time slice. */
+	sched_yield();
 	return -FI_EAGAIN;
 }
 
