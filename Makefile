@@ -85,9 +85,48 @@ install: build
 	test -e $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml || \
 		install -m 0644 deploy/metaroced.minimal.yaml $(DESTDIR)$(SYSCONFDIR)/metaroced/metaroced.yaml
 	$(MAKE) install-wireshark
+	$(MAKE) install-clib
 
 # The Wireshark dissector, in the Lua plugin directory tshark names (or
 # WIRESHARK_PLUGIN_DIR), beside the docs too (deploy/wireshark/install.sh).
+# libmetaroce, the C client library (libmetaroce/: docs/api.md without a
+# Go runtime): a shared and a static library in libmetaroce/build.
+CC       ?= cc
+CLIB_DIR  = libmetaroce
+CLIB_OUT  = $(CLIB_DIR)/build
+CLIB_SRC  = $(wildcard $(CLIB_DIR)/src/*.c)
+CLIB_FLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=default -I$(CLIB_DIR)/include
+.PHONY: clib
+clib: $(CLIB_OUT)/libmetaroce.so $(CLIB_OUT)/libmetaroce.a $(CLIB_OUT)/libmetaroce-fi.so
+# The libfabric provider "metaroce" (docs/libfabric.md), the library inside;
+# against Debian's libfabric-dev headers.
+$(CLIB_OUT)/libmetaroce-fi.so: $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)
+	$(CC) $(CLIB_FLAGS) -shared -o $@ $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) -lfabric -lpthread
+$(CLIB_OUT)/libmetaroce.so: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)
+	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.0 -o $@ $(CLIB_SRC) -lpthread
+$(CLIB_OUT)/libmetaroce.a: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
+	@mkdir -p $(CLIB_OUT)/obj
+	for f in $(CLIB_SRC); do $(CC) $(CLIB_FLAGS) -c $$f -o $(CLIB_OUT)/obj/$$(basename $$f .c).o || exit 1; done
+	ar rcs $@ $(CLIB_OUT)/obj/*.o
+
+# make install-clib: libmetaroce's libraries, header and pkg-config file
+# (pkg-config --cflags --libs metaroce).
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+.PHONY: install-clib
+install-clib: clib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(CLIB_DIR)/include/metaroce.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.0
+	ln -sf libmetaroce.so.0 $(DESTDIR)$(LIBDIR)/libmetaroce.so
+	install -m 0644 $(CLIB_OUT)/libmetaroce.a $(DESTDIR)$(LIBDIR)/
+	install -d $(DESTDIR)$(LIBDIR)/libfabric
+	install -m 0755 $(CLIB_OUT)/libmetaroce-fi.so $(DESTDIR)$(LIBDIR)/libfabric/
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: metaroce\nDescription: C client library of metaroced\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lmetaroce\nLibs.private: -lpthread\n' \
+		'$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(VERSION)' > $(DESTDIR)$(LIBDIR)/pkgconfig/metaroce.pc
+
 .PHONY: install-wireshark
 install-wireshark:
 	DESTDIR='$(DESTDIR)' DATADIR='$(DATADIR)' ./deploy/wireshark/install.sh

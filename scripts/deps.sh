@@ -27,9 +27,12 @@ test_deps=(
 	systemd-analyze:systemd  # the unit verifies and keeps its hardening
 	"tshark:tshark"          # the Wireshark dissector runs over captures
 	"tcpdump:tcpdump"        # testnet captures a namespace's interface
+	cc:gcc                   # libmetaroce/ builds its C tests with AddressSanitizer
+	fi_info:libfabric-bin    # the metaroce libfabric provider is listed and run
+	fi_pingpong:libfabric-bin
 )
-# libbpf-dev ships headers, not a command: checked by file.
-header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev)
+# libbpf-dev and libfabric-dev ship headers, not commands: checked by file.
+header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev /usr/include/rdma/fabric.h:libfabric-dev)
 
 case "${1:-}" in
 demo) want=("${demo_deps[@]}"); headers=() ;;

@@ -62,7 +62,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	empty := t.TempDir()
 	for purpose, want := range map[string]string{
 		"demo": "ethtool iproute2 nftables",
-		"test": "clang ethtool iproute2 libbpf-dev llvm make nftables prometheus systemd tcpdump tshark",
+		"test": "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -80,10 +80,13 @@ func TestDepsOnFreshMachine(t *testing.T) {
 		}
 	}
 	// Everything present: nothing installed.
-	bin, log := fakeBin(t, "ip", "nft", "ethtool", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump")
+	bin, log := fakeBin(t, "ip", "nft", "ethtool", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump",
+		"cc", "fi_info", "fi_pingpong")
 	hdr := filepath.Join(empty, "usr/include/bpf")
 	os.MkdirAll(hdr, 0o755)
 	os.WriteFile(filepath.Join(hdr, "bpf_helpers.h"), nil, 0o644)
+	os.MkdirAll(filepath.Join(empty, "usr/include/rdma"), 0o755)
+	os.WriteFile(filepath.Join(empty, "usr/include/rdma/fabric.h"), nil, 0o644)
 	if out, err := runDeps(t, bin, empty, "test"); err != nil || out != "" {
 		t.Errorf("all present: %v %q", err, out)
 	}

@@ -96,6 +96,8 @@ func Run(args []string, out io.Writer) error {
 		return runLeafSpineDemo(args, out)
 	case "incast":
 		return runIncastDemo(args, out)
+	case "libfabric":
+		return runLibfabricDemo(args, out)
 	case "", "star":
 	default:
 		return cli.UsageError("-topology %q: want star, leafspine or incast", t)

@@ -1,0 +1,162 @@
+package libmetaroce
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/internal/testnet"
+)
+
+// buildProvider builds libmetaroce-fi.so (the libfabric provider with the
+// library inside) into dir.
+func buildProvider(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat("/usr/include/rdma/fabric.h"); err != nil {
+		t.Skip("no libfabric headers (libfabric-dev)")
+	}
+	if _, err := exec.LookPath("fi_pingpong"); err != nil {
+		t.Skip("no fi_pingpong (libfabric-bin)")
+	}
+	srcs, _ := filepath.Glob("src/*.c")
+	args := append([]string{"-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-g", "-fPIC", "-shared", "-Iinclude",
+		"-o", filepath.Join(dir, "libmetaroce-fi.so"), "fabric/prov.c"}, srcs...)
+	if b, err := exec.Command("cc", append(args, "-lfabric", "-lpthread")...).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, b)
+	}
+}
+
+// PingRow is one line of fi_pingpong's report.
+type PingRow struct {
+	Bytes     int
+	MBps      float64
+	UsPerXfer float64
+}
+
+// parsePingpong reads fi_pingpong's table (bytes #sent #ack total time
+// MB/sec usec/xfer Mxfers/sec).
+func parsePingpong(out string) []PingRow {
+	var rows []PingRow
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 8 || f[0] == "bytes" {
+			continue
+		}
+		n, err := parseSize(f[0])
+		if err != nil {
+			continue
+		}
+		mb, err1 := strconv.ParseFloat(f[5], 64)
+		us, err2 := strconv.ParseFloat(f[6], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		rows = append(rows, PingRow{Bytes: n, MBps: mb, UsPerXfer: us})
+	}
+	return rows
+}
+
+func parseSize(s string) (int, error) {
+	mul := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mul, s = 1<<10, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mul, s = 1<<20, strings.TrimSuffix(s, "m")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return int(v * float64(mul)), err
+}
+
+// runPingpong runs fi_pingpong's server on b and client on a with the
+// given provider and returns the client's table.
+func runPingpong(ctx context.Context, a, b *testnet.Host, prov string, port int, env []string, args ...string) ([]PingRow, string, error) {
+	common := append([]string{"-p", prov, "-e", "rdm", "-c", "-B", fmt.Sprint(port)}, args...)
+	srv := b.Command(ctx, "fi_pingpong", common...)
+	var srvOut, cliOut lockedBuffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	srv.Env = append(append(os.Environ(), env...), "METAROCE_SOCKET="+envSock(env, "B"))
+	if err := srv.Start(); err != nil {
+		return nil, "", err
+	}
+	defer srv.Process.Kill()
+	var err error
+	for try := 0; try < 50; try++ {
+		time.Sleep(100 * time.Millisecond)
+		cli := a.Command(ctx, "fi_pingpong", append(common[:len(common)-2:len(common)-2],
+			append(append([]string{"-P", fmt.Sprint(port)}, args...), b.IPv4.String())...)...)
+		cliOut = lockedBuffer{}
+		cli.Stdout, cli.Stderr = &cliOut, &cliOut
+		cli.Env = append(append(os.Environ(), env...), "METAROCE_SOCKET="+envSock(env, "A"))
+		err = cli.Run()
+		if err == nil || !strings.Contains(cliOut.String(), "failed to connect") {
+			break
+		}
+	}
+	srvErr := srv.Wait()
+	out := "client:\n" + cliOut.String() + "\nserver:\n" + srvOut.String()
+	if err != nil || srvErr != nil {
+		return nil, out, fmt.Errorf("fi_pingpong -p %s: client %v, server %v", prov, err, srvErr)
+	}
+	return parsePingpong(cliOut.String()), out, nil
+}
+
+func envSock(env []string, side string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "MRSOCK_"+side+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestFiPingpong runs Debian's fi_pingpong (-e rdm, data checked with -c)
+// through the metaroce provider between two daemons, and libfabric's own
+// tcp and udp providers on the same links, at 0 and 1% loss.
+func TestFiPingpong(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	dir := t.TempDir()
+	buildProvider(t, dir)
+	for li, loss := range []float64{0, 0.01} {
+		star := testnet.NewStar(t, 2, testnet.Config{})
+		if err := star.Switch.SetLoss(loss); err != nil {
+			t.Fatal(err)
+		}
+		a, b := star.Hosts[0], star.Hosts[1]
+		sub := filepath.Join(dir, fmt.Sprint(li))
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		socks, _ := daemons(t, sub, a, b)
+		env := []string{"FI_PROVIDER_PATH=" + dir, "MRSOCK_A=" + socks[0], "MRSOCK_B=" + socks[1]}
+		for pi, prov := range []string{"metaroce", "tcp", "udp"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			rows, out, err := runPingpong(ctx, a, b, prov, 47000+li*10+pi, env, "-I", "200")
+			cancel()
+			if err != nil && prov != "metaroce" {
+				// libfabric's own providers are the baseline: their
+				// failures are reported, not this test's.
+				t.Logf("loss %.0f%% %s: FAILED: %v", loss*100, prov, err)
+				continue
+			}
+			if err != nil {
+				t.Errorf("loss %.0f%%: %v\n%s", loss*100, err, out)
+				continue
+			}
+			if len(rows) == 0 {
+				t.Errorf("loss %.0f%% %s: no results\n%s", loss*100, prov, out)
+			}
+			for _, r := range rows {
+				t.Logf("loss %.0f%% %-8s %7d B  %9.2f MB/s  %8.2f us/xfer", loss*100, prov, r.Bytes, r.MBps, r.UsPerXfer)
+			}
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package libmetaroce
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/metaroce/metaroce/control/proto"
+)
+
+// fakeRing makes a ring memfd by hand (ring/layout.go) so a test can lie
+// in its header or its index words. It returns the fd and the mapping.
+func fakeRing(t *testing.T, slots, slotSize, fileBytes uint32, sealed bool) (int, []byte) {
+	t.Helper()
+	fd, err := unix.MemfdCreate("fake-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileBytes == 0 {
+		fileBytes = 256 + slots*slotSize
+	}
+	if err := unix.Ftruncate(fd, int64(fileBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if sealed {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem, err := unix.Mmap(fd, 0, int(fileBytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem); unix.Close(fd) })
+	for i, v := range []uint32{0x4752524d, 1, slotSize, slots} {
+		*(*uint32)(unsafe.Pointer(&mem[4*i])) = v
+	}
+	return fd, mem
+}
+
+func word(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
+
+// hostileCases: what the fake daemon does wrong, by name; mrtest's hostile
+// mode knows what each must produce. Cases starting "hello-" spoil the
+// hello reply, the others the create_qp reply (or the rings it passes).
+var hostileCases = []string{
+	"hello-garbage", "hello-short", "hello-seq", "hello-fds", "hello-version",
+	"fds-two", "fds-five", "bell-pipe", "ring-unsealed", "ring-chardev", "ring-header", "ring-short",
+	"qpn-zero", "code", "cq-index", "sq-index", "bad-cqe",
+}
+
+// serveHostile answers one session as case c says.
+func serveHostile(t *testing.T, c *net.UnixConn, cs string) {
+	defer c.Close()
+	pc := proto.NewConn(c)
+	reply := func(h proto.Header, extra map[string]any, fds ...int) {
+		m := map[string]any{"v": 1, "seq": h.Seq, "code": "ok"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
+		c.WriteMsgUnix(b, oob, nil)
+	}
+	for {
+		msg, files, err := pc.Recv()
+		if err != nil {
+			return
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		var req proto.Request
+		h, err := proto.Decode(msg, &req)
+		if err != nil {
+			return
+		}
+		switch h.Op {
+		case proto.OpHello:
+			switch cs {
+			case "hello-garbage":
+				c.Write([]byte("\x00\xffnot json"))
+			case "hello-short":
+				c.Write([]byte(`{"v":1,"seq":1,"code":"o`))
+			case "hello-seq":
+				reply(proto.Header{Seq: h.Seq + 5}, nil)
+			case "hello-version":
+				b, _ := json.Marshal(map[string]any{"v": 2, "seq": h.Seq, "code": "ok"})
+				c.Write(b)
+			case "hello-fds":
+				fd, _ := fakeRing(t, 8, 64, 0, true)
+				reply(h, nil, fd, fd, fd, fd)
+			default:
+				reply(h, map[string]any{"max_qps": 4, "nested": map[string]any{"a": []any{1, "x", map[string]any{}}}})
+			}
+		case proto.OpCreateQP:
+			sq, sqm := fakeRing(t, 256, 64, 0, true)
+			cq, cqm := fakeRing(t, 1024, 32, 0, true)
+			bells, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer unix.Close(bells[0])
+			defer unix.Close(bells[1])
+			bell := bells[1]
+			ok := map[string]any{"qpn": 77, "local": "10.0.0.1", "max_payload": 1400}
+			switch cs {
+			case "fds-two":
+				reply(h, ok, sq, cq)
+			case "fds-five":
+				reply(h, ok, sq, cq, bell, sq, cq)
+			case "bell-pipe":
+				var p [2]int
+				unix.Pipe2(p[:], unix.O_CLOEXEC)
+				reply(h, ok, sq, cq, p[0])
+				unix.Close(p[0])
+				unix.Close(p[1])
+			case "ring-unsealed":
+				u, _ := fakeRing(t, 256, 64, 0, false)
+				reply(h, ok, u, cq, bell)
+			case "ring-chardev":
+				f, _ := os.Open("/dev/zero")
+				reply(h, ok, int(f.Fd()), cq, bell)
+				f.Close()
+			case "ring-header":
+				// Claims 4096 slots of 64 bytes in a file of 256 + 64.
+				bad, _ := fakeRing(t, 4096, 64, 256+64, true)
+				reply(h, ok, bad, cq, bell)
+			case "ring-short":
+				small, _ := fakeRing(t, 256, 16, 0, true) // slots too small for a WR
+				reply(h, ok, small, cq, bell)
+			case "qpn-zero":
+				reply(h, map[string]any{"local": "10.0.0.1"}, sq, cq, bell)
+			case "code":
+				m := map[string]any{"v": 1, "seq": h.Seq, "code": "limit", "error": "too \"many\" \u00e9 qps"}
+				b, _ := json.Marshal(m)
+				c.WriteMsgUnix(b, unix.UnixRights(sq, cq, bell), nil)
+			case "cq-index":
+				atomic.StoreUint32(word(cqm, 64), 5000) // producer more than a ring ahead
+				reply(h, ok, sq, cq, bell)
+			case "sq-index":
+				atomic.StoreUint32(word(sqm, 128), 1<<31) // consumer ahead of anything published
+				reply(h, ok, sq, cq, bell)
+			case "bad-cqe":
+				cqm[256+8] = 99 // completion op 99
+				atomic.StoreUint32(word(cqm, 64), 1)
+				reply(h, ok, sq, cq, bell)
+			}
+		default:
+			reply(h, nil)
+		}
+	}
+}
+
+// TestCLibraryHostileDaemon runs mrtest's hostile mode against a fake
+// daemon that lies in each way of hostileCases: malformed, short or
+// out-of-sequence replies, the wrong number or kind of descriptors, ring
+// headers that overstate the file or understate the slot, impossible ring
+// indices and completions. The library must refuse each with the right
+// code, and AddressSanitizer (the build) proves it touched nothing
+// outside its mappings and leaked nothing.
+func TestCLibraryHostileDaemon(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildC(t, dir, "mrtest")
+	for _, cs := range hostileCases {
+		t.Run(cs, func(t *testing.T) {
+			sock := filepath.Join(dir, cs+".sock")
+			ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.AcceptUnix()
+					if err != nil {
+						return
+					}
+					go serveHostile(t, c, cs)
+				}
+			}()
+			cmd := exec.Command(bin, "hostile", sock, cs)
+			cmd.Env = append(os.Environ(), asanEnv)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "PASS") {
+				t.Errorf("%v\n%s", err, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+/*
+ * metaroce.h: the C client library of metaroced (docs/api.md), with no Go
+ * runtime. It speaks the control protocol over the daemon's SOCK_SEQPACKET
+ * socket (JSON messages, descriptors as SCM_RIGHTS), registers memory from
+ * sealed memfds, and maps each queue pair's send and completion queues, the
+ * shared-memory rings of ring/, driving them with the need-wakeup protocol
+ * and the queue pair's doorbell exactly as client/ (Go) does.
+ *
+ * The shape is verbs': a session (mr_ctx, the protection domain), memory
+ * regions whose key is lkey and rkey alike, queue pairs with work requests
+ * and work completions. Every call returns MR_OK (0) or a negative
+ * MR_ERR_* code; mr_ctx_error gives the session's last refusal as a
+ * sentence.
+ *
+ * Threads: a session may be used from several threads (control requests
+ * are serialised); a queue pair is used from one thread at a time, as with
+ * verbs (its rings have one producer and one consumer).
+ *
+ * Trust: nothing the daemon puts in shared memory is trusted. Ring headers
+ * are validated once against the file's size and its seals, every index
+ * the daemon writes is checked before use (an impossible one fails the
+ * queue pair with MR_ERR_CORRUPT, for good), completions are copied out
+ * before they are read, and replies with the wrong descriptors, the wrong
+ * sequence number or malformed JSON are refused with MR_ERR_PROTOCOL.
+ */
+#ifndef METAROCE_H
+#define METAROCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* MR_DEFAULT_SOCKET is where metaroced listens unless configured otherwise. */
+#define MR_DEFAULT_SOCKET "/run/metaroced/control.sock"
+
+/* Error codes: the control protocol's codes one to one, then the library's own. */
+enum mr_error {
+	MR_OK = 0,
+	MR_ERR_BAD_REQUEST = -1,  /* bad_request */
+	MR_ERR_VERSION = -2,      /* unsupported_version */
+	MR_ERR_UNKNOWN_OP = -3,   /* unknown_op */
+	MR_ERR_LIMIT = -4,        /* limit */
+	MR_ERR_NOT_FOUND = -5,    /* not_found */
+	MR_ERR_BAD_REGION = -6,   /* bad_region */
+	MR_ERR_BAD_STATE = -7,    /* bad_state */
+	MR_ERR_CONNECT = -8,      /* connect_failed */
+	MR_ERR_DENIED = -9,       /* denied */
+	MR_ERR_BUSY = -10,        /* busy */
+	MR_ERR_INTERNAL = -11,    /* internal, or a code this library does not know */
+	MR_ERR_DAEMON_GONE = -20, /* the control socket closed: the daemon went away */
+	MR_ERR_PROTOCOL = -21,    /* a reply this library refuses (malformed, wrong seq or descriptors) */
+	MR_ERR_CORRUPT = -22,     /* a ring header or index no correct daemon writes */
+	MR_ERR_SQ_FULL = -23,     /* no room on the send queue */
+	MR_ERR_TIMEOUT = -24,     /* a wait's time passed */
+	MR_ERR_INVAL = -25,       /* a bad argument */
+	MR_ERR_SYS = -26,         /* a system call failed: errno says which */
+};
+
+/* mr_strerror names an error code. */
+const char *mr_strerror(int err);
+
+/* Access rights of a region (docs/api.md, Memory). */
+enum {
+	MR_ACCESS_LOCAL_WRITE = 1,  /* READ destinations, receive buffers */
+	MR_ACCESS_REMOTE_READ = 2,
+	MR_ACCESS_REMOTE_WRITE = 4,
+};
+
+/* Work request operations (send queue slot byte 0). */
+enum mr_wr_op {
+	MR_WR_WRITE = 1,
+	MR_WR_WRITE_IMM = 2,
+	MR_WR_READ = 3,
+	MR_WR_SEND = 4,
+	MR_WR_SEND_IMM = 5,
+	MR_WR_RECV = 6,
+};
+
+/* Completion operations. */
+enum mr_wc_op {
+	MR_WC_WRITE = 1,
+	MR_WC_READ = 2,
+	MR_WC_SEND = 3,
+	MR_WC_RECV = 4,           /* a peer's SEND landed in a posted receive */
+	MR_WC_RECV_WRITE_IMM = 5, /* a peer's WRITE with immediate completed */
+};
+
+/* Completion statuses (docs/api.md, Completions). */
+enum mr_wc_status {
+	MR_WC_SUCCESS = 0,
+	MR_WC_REMOTE_ACCESS = 1,
+	MR_WC_REMOTE_INVALID = 2,
+	MR_WC_RNR = 3,
+	MR_WC_RETRY_EXCEEDED = 4,
+	MR_WC_LOCAL_LENGTH = 5,
+	MR_WC_FLUSHED = 6,
+	MR_WC_RESET = 7,
+	MR_WC_REJECTED = 8,
+	MR_WC_LOCAL_PROTECTION = 9,
+	MR_WC_BAD_WR = 10,
+	MR_WC_NOT_CONNECTED = 11,
+};
+
+/* MR_WC_FLAG_IMM: the completion carries immediate data. */
+#define MR_WC_FLAG_IMM 1u
+
+/* mr_wc_status_str names a completion status. */
+const char *mr_wc_status_str(int status);
+
+struct mr_ctx;  /* a session: one control connection, a protection domain */
+struct mr_mem;  /* shareable memory: a sealed memfd mapped here */
+struct mr_qp;   /* a queue pair */
+
+/* A registered region: bytes [off, off+len) of a mr_mem. */
+struct mr_mr {
+	struct mr_ctx *ctx;
+	void *buf;     /* this process's address of the first byte */
+	uint64_t addr; /* how work requests and peers address it (the address of buf) */
+	size_t len;
+	uint32_t key;  /* lkey and rkey */
+};
+
+/* One work request: an sge of the local region, and for WRITE and READ the
+ * remote address and key. */
+struct mr_wr {
+	uint8_t op; /* enum mr_wr_op */
+	uint16_t stream;
+	uint64_t wr_id;
+	uint32_t lkey;
+	uint64_t laddr;
+	uint32_t length;
+	uint32_t rkey;
+	uint64_t raddr;
+	uint32_t imm;
+};
+
+/* One work completion. */
+struct mr_wc {
+	uint64_t wr_id;
+	uint8_t op;     /* enum mr_wc_op */
+	uint8_t status; /* enum mr_wc_status */
+	uint8_t flags;  /* MR_WC_FLAG_IMM */
+	uint32_t bytes; /* received bytes (RECV, RECV_WRITE_IMM) */
+	uint32_t imm;
+	uint16_t stream;
+};
+
+/* The daemon's limits for this session, from hello (0: none). */
+struct mr_limits {
+	int max_regions;
+	int64_t max_region_bytes;
+	int max_qps;
+	uint64_t session_id;
+};
+
+/* Sessions. */
+int mr_open(const char *socket_path, struct mr_ctx **out); /* NULL path: MR_DEFAULT_SOCKET */
+void mr_close(struct mr_ctx *ctx);
+const struct mr_limits *mr_ctx_limits(const struct mr_ctx *ctx);
+/* mr_ctx_error is the last failure of this session as a sentence (the
+ * daemon's own words for a refusal). Valid until the next call. */
+const char *mr_ctx_error(const struct mr_ctx *ctx);
+/* mr_ctx_fd is the control socket, for polling beside other descriptors:
+ * it turns readable (EOF) when the daemon goes. */
+int mr_ctx_fd(const struct mr_ctx *ctx);
+/* mr_ctx_alive looks, without blocking, whether the daemon is still there:
+ * MR_OK or MR_ERR_DAEMON_GONE. */
+int mr_ctx_alive(struct mr_ctx *ctx);
+
+/* Memory. */
+int mr_mem_alloc(size_t size, struct mr_mem **out);
+void *mr_mem_ptr(const struct mr_mem *m);
+size_t mr_mem_size(const struct mr_mem *m);
+void mr_mem_free(struct mr_mem *m); /* regions on it stay valid in the daemon */
+
+int mr_reg(struct mr_ctx *ctx, struct mr_mem *m, size_t off, size_t len, int access, struct mr_mr **out);
+int mr_dereg(struct mr_mr *mr); /* revokes the key and frees mr */
+
+/* Queue pairs. */
+struct mr_qp_attr {
+	uint32_t sq_slots, cq_slots; /* powers of two, 0: the daemon's defaults */
+	int engine;
+	/* spin_us: how long mr_wait_cq polls, yielding the CPU, before it
+	 * sleeps on the doorbell (0: 500; negative: never sleep). */
+	int spin_us;
+};
+
+int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp **out);
+uint32_t mr_qp_num(const struct mr_qp *qp);
+const char *mr_qp_local(const struct mr_qp *qp); /* the engine's address: what a peer connects to */
+int mr_qp_max_payload(const struct mr_qp *qp);
+uint32_t mr_qp_sq_slots(const struct mr_qp *qp);
+uint32_t mr_qp_cq_slots(const struct mr_qp *qp);
+/* mr_qp_fd is the queue pair's doorbell end: poll it, after mr_qp_arm
+ * said the completion queue is empty, to sleep for completions. */
+int mr_qp_fd(const struct mr_qp *qp);
+
+/* connect: to queue pair remote_qpn at peer (an IP address). accept: wait
+ * for a peer (timeout_ms <= 0: for ever) and write its address to peer. */
+int mr_connect(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, int timeout_ms);
+int mr_accept(struct mr_qp *qp, int timeout_ms, char *peer, size_t peer_len);
+int mr_destroy_qp(struct mr_qp *qp); /* frees qp whatever the daemon says */
+
+/* mr_post puts up to n work requests on the send queue and wakes the engine
+ * if it sleeps. Returns how many it posted (> 0), or MR_ERR_SQ_FULL if none
+ * fit, or another error. Every request posted completes once. */
+int mr_post(struct mr_qp *qp, const struct mr_wr *wrs, int n);
+/* mr_poll_cq takes up to n completions without blocking: the count (0:
+ * none), or an error. */
+int mr_poll_cq(struct mr_qp *qp, struct mr_wc *wcs, int n);
+/* mr_wait_cq blocks until a completion is there (then takes up to n), the
+ * timeout passes (MR_ERR_TIMEOUT; timeout_ms < 0: no limit) or the daemon
+ * goes (MR_ERR_DAEMON_GONE). */
+int mr_wait_cq(struct mr_qp *qp, struct mr_wc *wcs, int n, int timeout_ms);
+/* mr_qp_arm is the first half of a wait for callers that poll mr_qp_fd
+ * themselves: it sets the completion queue's need-wakeup flag and reports
+ * 1 if completions are already there (do not sleep), 0 if the doorbell
+ * will ring for the next one, or an error. mr_qp_disarm clears the flag
+ * and drains the doorbell after the sleep. */
+int mr_qp_arm(struct mr_qp *qp);
+void mr_qp_disarm(struct mr_qp *qp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

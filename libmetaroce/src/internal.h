@@ -1,0 +1,104 @@
+/* internal.h: what the library's files share. */
+#ifndef METAROCE_INTERNAL_H
+#define METAROCE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metaroce.h"
+
+/* The control protocol's bounds (control/proto): a message's JSON is at
+ * most MR_MAX_MESSAGE bytes and carries at most MR_MAX_FDS descriptors. */
+#define MR_MAX_MESSAGE (128 << 10)
+#define MR_MAX_FDS 8
+#define MR_PROTO_VERSION 1
+
+/* Slot sizes of send and completion queues (control/proto/wr.go). */
+#define MR_WR_SIZE 64
+#define MR_CQE_SIZE 32
+
+/* A reply's fields this library reads. Absent fields stay zero. */
+struct mr_reply {
+	uint64_t v, seq;
+	char code[32];
+	char error[256];
+	uint64_t key, qpn, max_payload, max_regions, max_qps, session_id;
+	int64_t max_region_bytes;
+	uint64_t regions, qps, sessions, bytes;
+	char local[64], peer[64];
+	int has_v, has_seq, has_code;
+};
+
+/* mr_json_reply parses one reply object of n bytes. 0 or -1 (malformed). */
+int mr_json_reply(const char *b, size_t n, struct mr_reply *r);
+
+/* A ring as one side sees it (ring/layout.go): validated geometry copied
+ * once, the three shared words, and this side's view. */
+struct mr_ring {
+	uint8_t *mem;
+	size_t map_len;
+	uint32_t slots, slot_size, mask;
+	_Atomic uint32_t *prod_word, *cons_word, *flag_word;
+	uint8_t *slot0;
+	/* Producer view: reserved, prod, cached_cons. Consumer view: peeked,
+	 * cons, cached_prod. Only one is used per ring. */
+	uint32_t next, mine, cached;
+	int err; /* sticky MR_ERR_CORRUPT */
+};
+
+/* mr_ring_attach maps the ring in memfd fd (kept open by the caller) after
+ * checking the file and the header; min_slot is the smallest slot size the
+ * caller's records need. */
+int mr_ring_attach(int fd, uint32_t min_slot, struct mr_ring *r, char *why, size_t why_len);
+void mr_ring_detach(struct mr_ring *r);
+void mr_ring_producer(struct mr_ring *r);
+void mr_ring_consumer(struct mr_ring *r);
+int mr_ring_reserve(struct mr_ring *r, uint32_t n, uint32_t *first); /* got, or error */
+void mr_ring_commit(struct mr_ring *r, uint32_t n);
+int mr_ring_peek(struct mr_ring *r, uint32_t n, uint32_t *first); /* got, or error */
+void mr_ring_release(struct mr_ring *r, uint32_t n);
+int mr_ring_available(struct mr_ring *r);
+uint8_t *mr_ring_slot(const struct mr_ring *r, uint32_t i);
+
+struct mr_ctx {
+	int fd;
+	pthread_mutex_t mu; /* one request at a time */
+	uint64_t seq;
+	atomic_int gone;
+	struct mr_limits limits;
+	char err[320];
+	char *buf; /* MR_MAX_MESSAGE + 1 bytes, for replies */
+};
+
+struct mr_mem {
+	int fd;
+	void *ptr;
+	size_t size;
+};
+
+struct mr_qp {
+	struct mr_ctx *ctx;
+	uint32_t num;
+	char local[64];
+	int max_payload;
+	int spin_us;
+	int sq_fd, cq_fd, bell;
+	struct mr_ring sq, cq;
+};
+
+/* mr_request sends req (a JSON object without v and seq, which it adds:
+ * the text after "{") with fds, and reads the reply into r with up to
+ * want_fds descriptors into fds_out (*nfds set). A refusal returns its
+ * code's error with the sentence in ctx->err. */
+int mr_request(struct mr_ctx *ctx, const char *body, const int *fds, int nfds, struct mr_reply *r,
+	       int *fds_out, int want_fds, int *got_fds);
+
+void mr_seterr(struct mr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* mr_bell_ring sends one byte on a doorbell end (never blocks). */
+int mr_bell_ring(int fd);
+void mr_bell_clear(int fd);
+
+#endif

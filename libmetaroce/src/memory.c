@@ -1,0 +1,98 @@
+/* memory.c: shareable memory and its registration (docs/api.md, Memory).
+ * Memory is a memfd sealed against shrinking and growing, so that the
+ * daemon, which maps it too, can never fault on a truncated page. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int mr_mem_alloc(size_t size, struct mr_mem **out)
+{
+	*out = NULL;
+	if (size == 0 || size > ((size_t)1 << 40))
+		return MR_ERR_INVAL;
+	struct mr_mem *m = calloc(1, sizeof *m);
+	if (!m)
+		return MR_ERR_SYS;
+	m->fd = memfd_create("metaroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (m->fd < 0)
+		goto fail;
+	if (ftruncate(m->fd, (off_t)size) < 0)
+		goto fail;
+	if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	m->ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+	if (m->ptr == MAP_FAILED)
+		goto fail;
+	m->size = size;
+	*out = m;
+	return MR_OK;
+fail:;
+	int e = errno;
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m);
+	errno = e;
+	return MR_ERR_SYS;
+}
+
+void *mr_mem_ptr(const struct mr_mem *m) { return m->ptr; }
+size_t mr_mem_size(const struct mr_mem *m) { return m->size; }
+
+void mr_mem_free(struct mr_mem *m)
+{
+	if (!m)
+		return;
+	munmap(m->ptr, m->size);
+	close(m->fd);
+	free(m);
+}
+
+int mr_reg(struct mr_ctx *ctx, struct mr_mem *m, size_t off, size_t len, int access, struct mr_mr **out)
+{
+	*out = NULL;
+	if (len == 0 || off > m->size || len > m->size - off || (access & ~7))
+		return MR_ERR_INVAL;
+	struct mr_mr *mr = calloc(1, sizeof *mr);
+	if (!mr)
+		return MR_ERR_SYS;
+	mr->ctx = ctx;
+	mr->buf = (uint8_t *)m->ptr + off;
+	mr->addr = (uint64_t)(uintptr_t)mr->buf;
+	mr->len = len;
+	char body[256];
+	snprintf(body, sizeof body, "\"op\":\"reg_mr\",\"offset\":%zu,\"length\":%zu,\"addr\":%llu,\"access\":%d}", off,
+		 len, (unsigned long long)mr->addr, access);
+	struct mr_reply r;
+	int err = mr_request(ctx, body, &m->fd, 1, &r, NULL, 0, NULL);
+	if (err) {
+		free(mr);
+		return err;
+	}
+	if (r.key == 0 || r.key > UINT32_MAX) {
+		mr_seterr(ctx, "reg_mr: key %llu", (unsigned long long)r.key);
+		free(mr);
+		return MR_ERR_PROTOCOL;
+	}
+	mr->key = (uint32_t)r.key;
+	*out = mr;
+	return MR_OK;
+}
+
+int mr_dereg(struct mr_mr *mr)
+{
+	if (!mr)
+		return MR_OK;
+	char body[64];
+	snprintf(body, sizeof body, "\"op\":\"dereg_mr\",\"key\":%u}", mr->key);
+	struct mr_reply r;
+	int err = mr_request(mr->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	free(mr);
+	return err;
+}
