@@ -267,6 +267,11 @@ type TCPResult struct {
 	// Retransmits is the sum of the senders' tcpi_total_retrans: segments
 	// sent again (a loss signal, not a loss count).
 	Retransmits uint64 `json:"retransmits"`
+	// Stalled: the connections moved data (bytes received or segments
+	// retransmitted) but delivered nothing in the window, as TCP does
+	// while it waits out a backed-off retransmission timeout at high
+	// loss. Gbps is then a measured 0, not a failure.
+	Stalled bool `json:"stalled,omitempty"`
 	// Offloads is the TSO/GSO/GRO state of the path's veths, read back with
 	// ethtool -k: "on" or "off" when all three are so on every end,
 	// otherwise per feature; a new veth has "tso:on gso:on gro:off" (veth

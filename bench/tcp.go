@@ -189,7 +189,15 @@ func TCP(ctx context.Context, a, b *testnet.Host, opts TCPOptions) (res TCPResul
 	res.Gbps = float64(g1-g0) * 8 / res.Seconds / 1e9
 	res.Sent, res.Received = sent.Load(), received.Load()
 	if g1 == g0 {
-		return res, fmt.Errorf("bench tcp: nothing received from %s at %s", a.Name, addr)
+		// Nothing at all, not even a retransmission: the path does not
+		// carry TCP, a set-up fault. Otherwise TCP was at work and the
+		// window saw it wait (a timeout backed off past the window).
+		if res.Received == 0 && res.Retransmits == 0 {
+			return res, fmt.Errorf("bench tcp: nothing received from %s at %s", a.Name, addr)
+		}
+		res.Stalled = true
+		res.Notes = append(res.Notes, fmt.Sprintf("stalled: nothing delivered in the %.0f ms window (%d bytes before it, %d retransmissions)",
+			res.Seconds*1e3, g0, res.Retransmits))
 	}
 	return res, nil
 }

@@ -185,7 +185,12 @@ func (l *Link) open(notes *[]string) error {
 	// the packet): the packets' arrival (dataplane.RxPacket.Arrival), so
 	// AckDelay and RTT samples leave out the time they wait in the
 	// socket for the engine (docs/spec.md §5.1). Refused, packets carry
-	// no arrival and the engine stamps them.
+	// no arrival and the engine stamps them. The first socket of a boot to
+	// ask makes the kernel turn stamping on in a deferred work item; the
+	// packets received before it has run are stamped when they are read
+	// (measured: 20 ms of socket wait hidden on a busy CI machine), so a
+	// freshly started daemon's first samples may count host delay as
+	// fabric delay, once.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		*notes = append(*notes, fmt.Sprintf("no receive timestamps: SO_TIMESTAMPNS: %v", err))
 	}

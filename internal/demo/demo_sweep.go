@@ -38,6 +38,10 @@ type SweepPoint struct {
 	PacketsSent   uint64  `json:"packets_sent"`
 	TCPOnGbps     float64 `json:"tcp_offloads_on_gbps"`
 	TCPOffGbps    float64 `json:"tcp_offloads_off_gbps"`
+	// A TCP run that moved data but delivered nothing in its window (a
+	// backed-off timeout at high loss): its 0 Gb/s is measured.
+	TCPOnStalled  bool `json:"tcp_offloads_on_stalled,omitempty"`
+	TCPOffStalled bool `json:"tcp_offloads_off_stalled,omitempty"`
 	// Ratios: metaroce over each TCP (0 where TCP measured nothing).
 	VsTCPOn  float64 `json:"metaroce_vs_tcp_offloads_on"`
 	VsTCPOff float64 `json:"metaroce_vs_tcp_offloads_off"`
@@ -191,9 +195,9 @@ func sweep(o demoOpts) (*SweepResult, error) {
 				continue
 			}
 			if off {
-				p.TCPOffGbps = r.Gbps
+				p.TCPOffGbps, p.TCPOffStalled = r.Gbps, r.Stalled
 			} else {
-				p.TCPOnGbps = r.Gbps
+				p.TCPOnGbps, p.TCPOnStalled = r.Gbps, r.Stalled
 			}
 		}
 	}
@@ -220,11 +224,12 @@ func writeSweepCSV(r *SweepResult, dir string) (string, error) {
 	}
 	defer f.Close()
 	w := csv.NewWriter(f)
-	w.Write([]string{"loss", "metaroce_gbps", "tcp_offloads_on_gbps", "tcp_offloads_off_gbps", "metaroce_vs_tcp_on", "metaroce_vs_tcp_off", "retransmitted", "sent", "verified"})
+	w.Write([]string{"loss", "metaroce_gbps", "tcp_offloads_on_gbps", "tcp_offloads_off_gbps", "metaroce_vs_tcp_on", "metaroce_vs_tcp_off", "retransmitted", "sent", "verified", "tcp_on_stalled", "tcp_off_stalled"})
 	g := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 	for _, p := range r.Points {
 		w.Write([]string{g(p.Loss), g(p.MetaroceGbps), g(p.TCPOnGbps), g(p.TCPOffGbps), g(p.VsTCPOn), g(p.VsTCPOff),
-			strconv.FormatUint(p.Retransmitted, 10), strconv.FormatUint(p.PacketsSent, 10), strconv.FormatBool(p.DataVerified)})
+			strconv.FormatUint(p.Retransmitted, 10), strconv.FormatUint(p.PacketsSent, 10), strconv.FormatBool(p.DataVerified),
+			strconv.FormatBool(p.TCPOnStalled), strconv.FormatBool(p.TCPOffStalled)})
 	}
 	w.Flush()
 	return path, w.Error()
@@ -288,6 +293,12 @@ func printSweep(w io.Writer, r *SweepResult) {
 			p.VsTCPOn, p.VsTCPOff, p.Retransmitted, p.DataVerified)
 	}
 	tw.Flush()
+	for _, p := range r.Points {
+		if p.TCPOnStalled || p.TCPOffStalled {
+			fmt.Fprintf(w, "at %.1f%% loss TCP (offloads on %v, off %v) delivered nothing in its window: a backed-off timeout, measured as 0\n",
+				p.Loss*100, p.TCPOnStalled, p.TCPOffStalled)
+		}
+	}
 	fmt.Fprintf(w, "round trips (no loss): WRITE p50 %.1f us, p99 %.1f us; raw AF_XDP p50 %.1f us; TCP ping-pong p50 %.1f us\n",
 		r.WriteRTTP50us, r.WriteRTTP99us, r.RawAFXDPRTTP50us, r.TCPRTTP50us)
 	fmt.Fprintf(w, "raw AF_XDP ceiling %.2f Gb/s; CSV %s; PNG %s\n", r.RawAFXDPGbps, r.CSV, r.PNG)

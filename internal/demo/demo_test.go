@@ -89,8 +89,14 @@ func TestDemoSweep(t *testing.T) {
 	if !r.OK || len(r.Points) != len(sweepLosses) || r.WriteRTTP50us <= 0 || r.RawAFXDPRTTP50us <= 0 || r.TCPRTTP50us <= 0 {
 		t.Fatalf("%+v", r)
 	}
+	// TCP may wait out a backed-off timeout longer than the short window
+	// at 5 and 10% loss (seen in CI: offloads off, 10%); a stall is a
+	// measured 0 there, nowhere else.
+	measured := func(gbps float64, stalled bool, loss float64) bool {
+		return gbps > 0 || (stalled && loss >= 0.05)
+	}
 	for _, p := range r.Points {
-		if !p.DataVerified || p.MetaroceGbps <= 0 || p.TCPOnGbps <= 0 || p.TCPOffGbps <= 0 {
+		if !p.DataVerified || p.MetaroceGbps <= 0 || !measured(p.TCPOnGbps, p.TCPOnStalled, p.Loss) || !measured(p.TCPOffGbps, p.TCPOffStalled, p.Loss) {
 			t.Errorf("point %+v", p)
 		}
 	}
