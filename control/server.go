@@ -527,8 +527,8 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 		return proto.Errorf(proto.CodeBadRequest, "peer %q: %v", req.Peer, err)
 	}
 	// With a timeout (the caller's context), a CONNECT that no one
-	// answered is tried again, each attempt on the transport's own
-	// retransmission schedule (§7.3), until the time is up: a peer that
+	// answered is tried again on the transport's retransmission schedule
+	// (§7.3) past its retry count, until the time is up: a peer that
 	// starts late is still reached. Refusals and resets are final.
 	var deadline time.Time
 	if req.TimeoutMS > 0 {
@@ -539,6 +539,13 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 		var perr error
 		if err := e.E.Do(ctx, func(now transport.Time) {
 			perr = s.startConnect(now, ss, e, q, peer, req.RemoteQPN, ch, attempt > 1)
+			if perr == nil && !deadline.IsZero() {
+				// One connection until the deadline: a fresh one per
+				// try raced the listener's ACCEPT of the one before (its
+				// RESET closed the listener; the next try drew
+				// REJECT no_service).
+				q.conn.ConnectUntil(now + transport.Time(time.Until(deadline)))
+			}
 		}); err != nil {
 			return err
 		}

@@ -68,9 +68,12 @@ type Conn struct {
 	// Handshake and teardown retransmission.
 	ctlDeadline Time
 	ctlTries    int
-	ctlRTO      Duration
-	ctlOwed     wire.Opcode // connection packet owed to the peer, 0 if none
-	cookie      [wire.CookieLen]byte
+	// connectUntil, if set, keeps CONNECT retransmitting past
+	// ConnectRetries until this time (ConnectUntil).
+	connectUntil Time
+	ctlRTO       Duration
+	ctlOwed      wire.Opcode // connection packet owed to the peer, 0 if none
+	cookie       [wire.CookieLen]byte
 	// Handshake round trips (§8.4): when the latest CONNECT left; when
 	// the acceptor's ACCEPT left (0 once used) and how many it sent.
 	connectAt   Time
@@ -232,6 +235,18 @@ func (c *Conn) post(op wire.Opcode, wr *WorkRequest) error {
 	}
 	c.ep.markReady(c)
 	return nil
+}
+
+// ConnectUntil keeps a connection in Connecting retransmitting CONNECT
+// past ConnectRetries until t, at the schedule's interval (at most
+// MaxRTO), so an application's deadline, not the transport's half second,
+// decides when an unanswered connect gives up. It is one connection
+// throughout: a new connection per try would race the listener's ACCEPT
+// of the previous one, whose RESET closes the listening side (§7.3).
+func (c *Conn) ConnectUntil(t Time) {
+	if c.state == StateConnecting {
+		c.connectUntil = t
+	}
 }
 
 // Close starts an orderly close: outstanding messages complete with

@@ -136,7 +136,7 @@ func (c *Conn) ctlTimer(now Time) {
 	if c.ctlRTO >= min(cfg.ConnectTimeout, cfg.MaxRTO) {
 		c.ctlTries++
 	}
-	if c.ctlTries > cfg.ConnectRetries {
+	if c.ctlTries > cfg.ConnectRetries && !(c.state == StateConnecting && now < c.connectUntil) {
 		c.ctlDeadline = 0
 		switch c.state {
 		case StateConnecting:

@@ -379,4 +379,43 @@ func TestHandshakeRetryFromRTT(t *testing.T) {
 			t.Errorf("%d CONNECTs: no fast retries before the fixed schedule", connects)
 		}
 	})
+
+	// ConnectUntil: the same connection keeps trying past ConnectRetries
+	// until the application's deadline, reaches a listener that answers
+	// late, and gives up at the first expiry past a deadline that ends
+	// unanswered.
+	t.Run("until-deadline", func(t *testing.T) {
+		for _, answer := range []bool{true, false} {
+			p := newPair(t, transport.Config{}, sim.DefaultLink, 16)
+			p.connect()
+			dead := sim.DefaultLink
+			dead.Drop = func(sim.Time, []byte) bool { return true }
+			p.ab.SetLink(dead)
+			start := p.net.Now()
+			c, err := p.a.EP.Connect(start, p.b.Addr, 1, transport.NewMemoryTable())
+			if err != nil {
+				t.Fatal(err)
+			}
+			until := start + sim.Time(2*time.Second)
+			c.ConnectUntil(until)
+			p.a.Kick()
+			p.runUntil(1500*time.Millisecond, func() bool { return c.State() != transport.StateConnecting })
+			if c.State() != transport.StateConnecting {
+				t.Fatalf("answer %v: %v after %v, before its 2 s deadline", answer, c.State(), time.Duration(p.net.Now()-start))
+			}
+			if answer {
+				p.ab.SetLink(sim.DefaultLink)
+				p.runUntil(time.Second, func() bool { return c.State() != transport.StateConnecting })
+				if c.State() != transport.StateEstablished {
+					t.Fatalf("a listener answering after 1.5 s: %v", c.State())
+				}
+				continue
+			}
+			p.runUntil(time.Second, func() bool { return c.State() != transport.StateConnecting })
+			took := time.Duration(p.net.Now() - start)
+			if c.State() != transport.StateFailed || took < 2*time.Second || took > 2*time.Second+2*def.MaxRTO {
+				t.Fatalf("unanswered until a 2 s deadline: %v after %v", c.State(), took)
+			}
+		}
+	})
 }

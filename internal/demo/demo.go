@@ -100,10 +100,10 @@ func Run(args []string, out io.Writer) error {
 		return runLibfabricDemo(args, out)
 	case "", "star":
 	default:
-		return cli.UsageError("-topology %q: want star, leafspine or incast", t)
+		return cli.UsageError("-topology %q: want star, leafspine, incast or libfabric", t)
 	}
 	fs := cli.NewFlagSet("metaroce demo", out)
-	fs.String("topology", "star", "star (two hosts through one switch), leafspine or incast (docs/demo.md; each has its own flags: -topology leafspine -h)")
+	fs.String("topology", "star", "star (two hosts through one switch), leafspine, incast or libfabric (docs/demo.md; each has its own flags: -topology leafspine -h)")
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
 	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")
