@@ -251,11 +251,15 @@ func Check(rs ...Range) error {
 			if r.Open {
 				hi = ")"
 			}
-			return UsageError("-%s %v: want a value in [%v, %v%s", r.Flag, r.Value, r.Min, r.Max, hi)
+			return UsageError("-%s %s: want a value in [%s, %s%s", r.Flag, num(r.Value), num(r.Min), num(r.Max), hi)
 		}
 	}
 	return nil
 }
+
+// num prints a range's number in full (1073741824, 0.001), never in
+// exponent form.
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // Rate is a bit rate flag: bits per second, plain or with a decimal
 // suffix, as tc writes them (250Mbit, 1Gbit, 100kbit; Mb/s and Gb/s too).
@@ -283,6 +287,15 @@ func (r Rate) String() string {
 		}
 	}
 	return strconv.FormatUint(*r.Bps, 10)
+}
+
+// CheckRate refuses a bit rate outside [min, max], naming the flag and
+// the range as a rate flag takes them (250Mbit, 1Gbit).
+func CheckRate(flag string, v, min, max uint64) error {
+	if v < min || v > max {
+		return UsageError("-%s %s: want a rate from %s to %s", flag, Rate{&v}, Rate{&min}, Rate{&max})
+	}
+	return nil
 }
 
 func (r Rate) Set(v string) error {

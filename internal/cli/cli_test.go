@@ -64,6 +64,17 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("range: exit %d, printed %q", c, stderr.String())
 	}
 	stderr.Reset()
+	if c := Exit("x", Check(Int("count", -1, 0, 1<<30), Prob("loss", 0.5)), &stderr); c != 2 || !strings.Contains(stderr.String(), "-count -1: want a value in [0, 1073741824]") {
+		t.Errorf("a large bound in full: exit %d, printed %q", c, stderr.String())
+	}
+	stderr.Reset()
+	if c := Exit("x", CheckRate("rate", 500e3, 1e6, 100e9), &stderr); c != 2 || !strings.Contains(stderr.String(), "-rate 500kbit: want a rate from 1Mbit to 100Gbit") {
+		t.Errorf("rate: exit %d, printed %q", c, stderr.String())
+	}
+	if err := CheckRate("rate", 1e6, 1e6, 100e9); err != nil {
+		t.Errorf("rate at the bound: %v", err)
+	}
+	stderr.Reset()
 	if c := Exit("metaroce sim", errors.New("sim: -cc \"x\": unknown"), &stderr); c != 1 || stderr.String() != "metaroce sim: -cc \"x\": unknown\n" {
 		t.Errorf("stutter: exit %d, printed %q", c, stderr.String())
 	}
