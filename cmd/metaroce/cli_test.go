@@ -76,17 +76,17 @@ func TestSimRefusals(t *testing.T) {
 		"sim -size 64kb":                       `"64kb" is not a size`,
 		"top -interval 1":                      `"1" has no unit`,
 		"demo -loss 2":                         "-loss 2: want a value in [0, 1)",
+		// -cc and -fault are refused before anything runs, for every
+		// scenario, listing the valid values.
+		"sim -scenario incast -cc bogus":               `-cc "bogus": want one of metaroce, `,
+		"sim -scenario fairness -cc metaroce,bogus":    `-cc "bogus": want one of metaroce, `,
+		"sim -scenario mixed -cc bogus":                `, a comma-separated list of them, or all`,
+		"sim -topology clos2 -cc bogus":                `-cc "bogus": want one of metaroce, `,
+		"sim -topology clos2 -fault bogus":             `-fault "bogus": want one of link-down, spine-down, plane-down, degrade`,
+		"sim -topology clos2 -fault plane-down":        "-fault plane-down: needs -planes 2 or more",
+		"sim -topology clos3 -fault link-down,degrade": `-fault "link-down,degrade": want one of`,
 	} {
-		var stderr bytes.Buffer
-		cmd := exec.Command(bin, strings.Fields(args)...)
-		cmd.Stderr = &stderr
-		c := exitCode(cmd.Run())
-		if c != 2 || !strings.Contains(stderr.String(), want) {
-			t.Errorf("%s: exit %d, printed %q; want exit 2 and %q", args, c, stderr.String(), want)
-		}
-		if strings.Count(stderr.String(), "metaroce") > 2 {
-			t.Errorf("%s: stutters: %q", args, stderr.String())
-		}
+		refused(t, bin, args, want)
 	}
 	// What the two-host lossy scenario does by default: it loses packets,
 	// and -transport rocev2 runs it.
@@ -96,5 +96,21 @@ func TestSimRefusals(t *testing.T) {
 	}
 	if strings.Contains(string(out), "wire       0 dropped") {
 		t.Errorf("the lossy scenario's default dropped nothing:\n%s", out)
+	}
+}
+
+// refused runs bin with args and wants exit 2 and want on standard error,
+// with the command's name said at most twice (no stutter).
+func refused(t *testing.T, bin, args, want string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, strings.Fields(args)...)
+	cmd.Stderr = &stderr
+	c := exitCode(cmd.Run())
+	if c != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("%s: exit %d, printed %q; want exit 2 and %q", args, c, stderr.String(), want)
+	}
+	if strings.Count(stderr.String(), "metaroce") > 2 {
+		t.Errorf("%s: stutters: %q", args, stderr.String())
 	}
 }

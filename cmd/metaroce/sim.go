@@ -20,6 +20,8 @@ import (
 var (
 	hostScenarios   = []string{"lossy", "failover", "degraded", "incast", "fairness", "mixed"}
 	fabricScenarios = []string{"alltoall", "permutation", "allreduce-ring", "allreduce-hd", "incast"}
+	// fabricFaults are -fault's values (sim.FabricConfig.Fault).
+	fabricFaults = []string{"link-down", "spine-down", "plane-down", "degrade"}
 )
 
 // simOpts is the parsed command line; set records the flags given.
@@ -95,7 +97,7 @@ func simFlags(out io.Writer) (*flag.FlagSet, *simOpts) {
 	fs.IntVar(&o.fanin, "fanin", 0, "fabric incast: senders (0: every other host)")
 	fs.Float64Var(&o.background, "background", 0, "fabric: background load per NIC, a fraction of its rate (WRITEs to the host N/2 away)")
 	cli.IntSizeVar(fs, &o.bgSize, "bg-size", 64<<10, "fabric: bytes per background message")
-	fs.StringVar(&o.fault, "fault", "", "fabric: fault at -fault-at: link-down, spine-down, plane-down or degrade")
+	fs.StringVar(&o.fault, "fault", "", "fabric: fault at -fault-at: "+strings.Join(fabricFaults, ", ")+" (plane-down: with -planes 2 or more)")
 	cli.DurationVar(fs, &o.faultAt, "fault-at", 50*time.Microsecond, "fabric: when the fault happens, after the workload starts")
 	fs.Float64Var(&o.faultX, "fault-factor", 4, "fabric degrade: the cable's rate is divided by this")
 	fs.Float64Var(&o.faultLoss, "fault-loss", 0, "fabric degrade: loss on the degraded cable")
@@ -239,7 +241,7 @@ func (o *simOpts) check() error {
 	if o.shortEvery == 0 && o.scenario == "mixed" {
 		return cli.UsageError("-short-every 0: want a positive mean gap")
 	}
-	if o.cc != "" && !(o.scenario == "incast" || o.scenario == "fairness" || o.scenario == "mixed") || fabric {
+	if o.cc != "" {
 		if _, err := ccList(o.cc); err != nil {
 			return err
 		}
@@ -247,6 +249,18 @@ func (o *simOpts) check() error {
 			if fabric || !(o.scenario == "incast" || o.scenario == "fairness" || o.scenario == "mixed") {
 				return cli.UsageError("-cc %q: a list or all applies to incast, fairness and mixed on two hosts", o.cc)
 			}
+		}
+	}
+	if o.fault != "" {
+		known := false
+		for _, f := range fabricFaults {
+			known = known || f == o.fault
+		}
+		if !known {
+			return cli.UsageError("-fault %q: want one of %s", o.fault, strings.Join(fabricFaults, ", "))
+		}
+		if o.fault == "plane-down" && o.planes < 2 {
+			return cli.UsageError("-fault plane-down: needs -planes 2 or more (have %d)", o.planes)
 		}
 	}
 	return nil

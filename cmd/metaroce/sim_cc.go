@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/metaroce/metaroce/congestion"
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/sim"
 )
 
@@ -24,7 +25,7 @@ func ccList(v string) ([]string, error) {
 			continue
 		}
 		if !congestion.Known(n) {
-			return nil, fmt.Errorf("sim: -cc %q: want one of %v, a list of them, or all", n, congestion.Names())
+			return nil, cli.UsageError("-cc %q: want one of %s, a comma-separated list of them, or all", n, strings.Join(congestion.Names(), ", "))
 		}
 		out = append(out, n)
 	}
