@@ -114,3 +114,31 @@ func refused(t *testing.T, bin, args, want string) {
 		t.Errorf("%s: stutters: %q", args, stderr.String())
 	}
 }
+
+// TestOperatorRefusals: the operator's commands and the compliance suite
+// refuse a value out of range the same way, before they dial anything.
+func TestOperatorRefusals(t *testing.T) {
+	bin := buildTool(t)
+	for args, want := range map[string]string{
+		"top -interval 0s":                        "-interval 0s: want at least 10ms",
+		"top -interval 5ms":                       "-interval 5ms: want at least 10ms",
+		"top -interval -1s":                       "-interval -1s: want at least 10ms",
+		"top -conns 0":                            "-conns 0: want a value in [1, 1024]",
+		"top -conns 2000":                         "-conns 2000: want a value in [1, 1024]",
+		"top -count -1":                           "-count -1: want a value in [0, 1073741824]",
+		"status -conns -1":                        "-conns -1: want a value in [1, 1024]",
+		"qps -conns 0":                            "-conns 0: want a value in [1, 1024]",
+		"paths -conns 5000":                       "-conns 5000: want a value in [1, 1024]",
+		"compliance -target 10.0.0.1 -port 70000": "-port 70000: want a value in [1, 65535]",
+		"compliance -target 10.0.0.1 -port 0":     "-port 0: want a value in [1, 65535]",
+		"compliance -spawn -dscp-data 64":         "-dscp-data 64: want a value in [-1, 63]",
+		"compliance -spawn -reply-rate -1":        "-reply-rate -1: want a value in [0, 1048576]",
+		"compliance -spawn -backend dpdk":         `-backend "dpdk": want udp, afxdp or auto`,
+		"compliance -spawn -timeout 0s":           "-timeout 0s, -quiet 60ms: want positive durations",
+		"compliance -spawn -quiet 60":             `"60" has no unit`,
+		"compliance":                              "give exactly one of -target ADDR and -spawn",
+		"compliance -spawn -target 10.0.0.1":      "give exactly one of -target ADDR and -spawn",
+	} {
+		refused(t, bin, args, want)
+	}
+}

@@ -31,20 +31,33 @@ func runCompliance(args []string, out io.Writer) error {
 	control := fs.String("socket", "", "the target's control `socket`, for the expose op (memory cases)")
 	service := fs.Uint("service", 0, "service id to connect to when the target exposes no memory")
 	spawn := fs.Bool("spawn", false, "start metaroced in a network namespace and test it (root)")
-	backend := fs.String("backend", "udp", "-spawn: the daemon's backend (udp, afxdp)")
+	backend := fs.String("backend", "udp", "-spawn: the daemon's backend: udp, afxdp or auto")
 	ipv6 := fs.Bool("ipv6", false, "-spawn: run over IPv6")
-	port := fs.Uint("port", 4792, "MetaRoCE UDP port of both ends")
+	port := fs.Uint("port", 4792, "MetaRoCE UDP port of both ends, 1 to 65535")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	junit := fs.String("junit", "", "also write JUnit XML to `file`")
 	run := fs.String("run", "", "comma-separated case ids or clauses (\"7.3\", \"9\") to run")
-	timeout := fs.Duration("timeout", 300*time.Millisecond, "longest wait for a reply")
-	quiet := fs.Duration("quiet", 60*time.Millisecond, "how long to listen where nothing may come back")
-	dscpData := fs.Int("dscp-data", 26, "the target's data DSCP (-1: do not check)")
-	dscpControl := fs.Int("dscp-control", 48, "the target's control DSCP (-1: do not check)")
+	var timeout, quiet time.Duration
+	cli.DurationVar(fs, &timeout, "timeout", 300*time.Millisecond, "longest wait for a reply")
+	cli.DurationVar(fs, &quiet, "quiet", 60*time.Millisecond, "how long to listen where nothing may come back")
+	dscpData := fs.Int("dscp-data", 26, "the target's data DSCP, 0 to 63 (-1: do not check)")
+	dscpControl := fs.Int("dscp-control", 48, "the target's control DSCP, 0 to 63 (-1: do not check)")
 	replyRate := fs.Int("reply-rate", 64, "the target's stateless reply limit per ms (§7.8; 0: do not check)")
 	list := fs.Bool("list", false, "list the cases (id, clause, level, title) and exit")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if err := cli.Check(cli.Range{Flag: "port", Value: float64(*port), Min: 1, Max: 65535},
+		cli.Range{Flag: "service", Value: float64(*service), Min: 0, Max: 1<<32 - 1},
+		cli.Int("dscp-data", *dscpData, -1, 63), cli.Int("dscp-control", *dscpControl, -1, 63),
+		cli.Int("reply-rate", *replyRate, 0, 1<<20)); err != nil {
+		return err
+	}
+	if timeout <= 0 || quiet <= 0 {
+		return cli.UsageError("-timeout %v, -quiet %v: want positive durations", timeout, quiet)
+	}
+	if *backend != "udp" && *backend != "afxdp" && *backend != "auto" {
+		return cli.UsageError("-backend %q: want udp, afxdp or auto", *backend)
 	}
 	if *list {
 		for _, c := range compliance.Cases {
@@ -57,9 +70,9 @@ func runCompliance(args []string, out io.Writer) error {
 		return nil
 	}
 	if *spawn == (*target != "") {
-		return errors.New("compliance: give exactly one of -target ADDR and -spawn")
+		return cli.UsageError("give exactly one of -target ADDR and -spawn (run 'metaroce compliance -h' for the flags)")
 	}
-	o := compliance.Options{Port: uint16(*port), Service: uint32(*service), Timeout: *timeout, Quiet: *quiet,
+	o := compliance.Options{Port: uint16(*port), Service: uint32(*service), Timeout: timeout, Quiet: quiet,
 		DSCPData: *dscpData, DSCPControl: *dscpControl, ReplyRate: *replyRate}
 	if *run != "" {
 		o.Run = strings.Split(*run, ",")

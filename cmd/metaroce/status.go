@@ -33,8 +33,28 @@ func newSnapshotFlags(name string, out io.Writer) *snapshotFlags {
 	fs := cli.NewFlagSet("metaroce "+name, out)
 	return &snapshotFlags{fs: fs,
 		socket: fs.String("socket", config.Defaults().ControlSocket, "the daemon's control `socket`"),
-		conns:  fs.Int("conns", 32, "connections per engine to list, the busiest first (bytes sent plus placed)"),
+		conns:  fs.Int("conns", 32, fmt.Sprintf("connections per engine to list, the busiest first (bytes sent plus placed; 1 to %d)", telemetry.MaxTopConns)),
 		asJSON: fs.Bool("json", false, "print the snapshot as one JSON object (the watch stream's, docs/api.md)")}
+}
+
+// parse parses args and refuses a value out of range, naming the flag.
+func (f *snapshotFlags) parse(args []string) error {
+	if err := cli.Parse(f.fs, args); err != nil {
+		return err
+	}
+	return cli.Check(cli.Int("conns", *f.conns, 1, telemetry.MaxTopConns))
+}
+
+// checkWatchFlags refuses what the daemon's watch stream would refuse or
+// quietly change: an interval under its 10 ms floor (0 would become its
+// default of 1s), a connection count outside 1..telemetry.MaxTopConns
+// (0 would become 32, more would be cut to the maximum) and a negative
+// count of snapshots.
+func checkWatchFlags(every time.Duration, conns, count int) error {
+	if every < 10*time.Millisecond {
+		return cli.UsageError("-interval %v: want at least 10ms", every)
+	}
+	return cli.Check(cli.Int("conns", conns, 1, telemetry.MaxTopConns), cli.Int("count", count, 0, 1<<30))
 }
 
 // emit prints the snapshot as JSON, or calls table for the human view.
@@ -60,7 +80,7 @@ func take(socket string, p daemon.WatchParams) (*telemetry.Snapshot, error) {
 
 func runStatus(args []string, out io.Writer) error {
 	f := newSnapshotFlags("status", out)
-	if err := cli.Parse(f.fs, args); err != nil {
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: -1})
@@ -72,7 +92,7 @@ func runStatus(args []string, out io.Writer) error {
 
 func runQPs(args []string, out io.Writer) error {
 	f := newSnapshotFlags("qps", out)
-	if err := cli.Parse(f.fs, args); err != nil {
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns})
@@ -85,7 +105,7 @@ func runQPs(args []string, out io.Writer) error {
 func runPaths(args []string, out io.Writer) error {
 	f := newSnapshotFlags("paths", out)
 	conn := f.fs.String("conn", "", "only the connection with this local `id` (hex, as qps shows it)")
-	if err := cli.Parse(f.fs, args); err != nil {
+	if err := f.parse(args); err != nil {
 		return err
 	}
 	s, err := take(*f.socket, daemon.WatchParams{Conns: *f.conns, Paths: true})

@@ -25,10 +25,13 @@ func runTop(args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("metaroce top", out)
 	socket := fs.String("socket", config.Defaults().ControlSocket, "the daemon's control `socket`")
 	var every time.Duration
-	cli.DurationVar(fs, &every, "interval", time.Second, "refresh `interval` (with a unit: 500ms, 2s)")
-	conns := fs.Int("conns", 10, "connections per engine to show, the busiest first")
+	cli.DurationVar(fs, &every, "interval", time.Second, "refresh `interval` (with a unit: 500ms, 2s; at least 10ms)")
+	conns := fs.Int("conns", 10, fmt.Sprintf("connections per engine to show, the busiest first (1 to %d)", telemetry.MaxTopConns))
 	count := fs.Int("count", 0, "stop after this many refreshes (0: until Ctrl-C)")
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkWatchFlags(every, *conns, *count); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
