@@ -112,7 +112,43 @@ func runPaths(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return f.emit(out, s, func() error { return writePaths(out, s, *conn) })
+	return emitPaths(out, s, *conn, *f.asJSON)
+}
+
+// emitPaths prints the paths of every listed connection, or, with conn,
+// of that one only: in the table and in the JSON alike.
+func emitPaths(out io.Writer, s *telemetry.Snapshot, conn string, asJSON bool) error {
+	if conn != "" {
+		if err := onlyConn(s, conn); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(out).Encode(s)
+	}
+	writePaths(out, s)
+	return nil
+}
+
+// onlyConn drops every listed connection but the one whose id is conn
+// (hex, any case); the engines' totals stay.
+func onlyConn(s *telemetry.Snapshot, conn string) error {
+	found := false
+	for i := range s.Engines {
+		e := &s.Engines[i]
+		var keep []telemetry.ConnSnapshot
+		for _, c := range e.Top {
+			if strings.EqualFold(conn, telemetry.ConnID(c.ID)) {
+				keep = append(keep, c)
+			}
+		}
+		found = found || len(keep) > 0
+		e.Top = keep
+	}
+	if !found {
+		return fmt.Errorf("no connection %s among the listed ones (raise -conns?)", conn)
+	}
+	return nil
 }
 
 func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0) }
@@ -201,18 +237,12 @@ func writeQPs(out io.Writer, s *telemetry.Snapshot, rates connRates) {
 	tw.Flush()
 }
 
-// writePaths prints the paths of every listed connection, or of the one
-// whose id is conn.
-func writePaths(out io.Writer, s *telemetry.Snapshot, conn string) error {
-	found := false
+// writePaths prints the paths of every listed connection.
+func writePaths(out io.Writer, s *telemetry.Snapshot) {
 	for i := range s.Engines {
 		e := &s.Engines[i]
 		for j := range e.Top {
 			c := &e.Top[j]
-			if conn != "" && !strings.EqualFold(conn, telemetry.ConnID(c.ID)) {
-				continue
-			}
-			found = true
 			fmt.Fprintf(out, "%s queue %d conn %s peer %s (%s): %d paths, %d active\n",
 				e.Iface, e.Queue, telemetry.ConnID(c.ID), c.Peer, c.State, len(c.Paths), c.PathsActive)
 			tw := table(out)
@@ -225,10 +255,6 @@ func writePaths(out io.Writer, s *telemetry.Snapshot, conn string) error {
 			tw.Flush()
 		}
 	}
-	if conn != "" && !found {
-		return fmt.Errorf("no connection %s among the listed ones (raise -conns?)", conn)
-	}
-	return nil
 }
 
 func dash(s string) string {

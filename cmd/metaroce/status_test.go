@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -40,16 +41,11 @@ func TestTables(t *testing.T) {
 		}
 	}
 	b.Reset()
-	if err := writePaths(&b, s, "ABC"); err != nil {
-		t.Fatal(err)
-	}
+	writePaths(&b, s)
 	for _, want := range []string{"conn abc", "50000", "suspect", "25.0%"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("paths lacks %q:\n%s", want, b.String())
 		}
-	}
-	if err := writePaths(&b, s, "def"); err == nil {
-		t.Error("unknown connection not reported")
 	}
 	b.Reset()
 	writeTop(&b, s, cannedSnapshot(t0.Add(time.Second), 126000))
@@ -57,6 +53,40 @@ func TestTables(t *testing.T) {
 	for _, want := range []string{"1.0Mb/s", "1250000"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("top lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestPathsConn: paths -conn ID shows that connection only, in the table
+// and in the JSON alike, and names an id it does not find.
+func TestPathsConn(t *testing.T) {
+	two := func() *telemetry.Snapshot {
+		s := cannedSnapshot(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 1000)
+		s.Engines[0].Top = append(s.Engines[0].Top, telemetry.ConnSnapshot{ID: 0xdef, Peer: "10.0.0.3", State: "established",
+			Paths: []telemetry.PathSnapshot{{ID: 7, Entropy: 40000, State: "active"}}})
+		return s
+	}
+	for _, asJSON := range []bool{false, true} {
+		var b strings.Builder
+		if err := emitPaths(&b, two(), "ABC", asJSON); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "50000") || strings.Contains(b.String(), "40000") || strings.Contains(b.String(), "10.0.0.3") {
+			t.Errorf("json %v: -conn abc printed another connection:\n%s", asJSON, b.String())
+		}
+		if asJSON {
+			var s telemetry.Snapshot
+			if err := json.Unmarshal([]byte(b.String()), &s); err != nil || len(s.Engines) != 1 || len(s.Engines[0].Top) != 1 || s.Engines[0].Top[0].ID != 0xabc {
+				t.Errorf("json: %v, %+v", err, s.Engines)
+			}
+		}
+		b.Reset()
+		if err := emitPaths(&b, two(), "", asJSON); err != nil || !strings.Contains(b.String(), "50000") || !strings.Contains(b.String(), "40000") {
+			t.Errorf("json %v: without -conn: %v\n%s", asJSON, err, b.String())
+		}
+		b.Reset()
+		if err := emitPaths(&b, two(), "123", asJSON); err == nil || !strings.Contains(err.Error(), "no connection 123") || b.Len() != 0 {
+			t.Errorf("json %v: unknown connection: %v, printed %q", asJSON, err, b.String())
 		}
 	}
 }
