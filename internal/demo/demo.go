@@ -193,6 +193,9 @@ func demo(o demoOpts) (*DemoResult, error) {
 		if err != nil {
 			return err
 		}
+		if len(st.Engines) == 0 {
+			return errors.New("daemon status: no engines")
+		}
 		inf := st.Engines[0].Link
 		res.Backend, res.XDPMode, res.ZeroCopy, res.BackendWhy = inf.Backend, inf.XDPMode, inf.ZeroCopy, inf.Why
 		msgs := max(1, o.bytes/int64(o.size))
@@ -210,10 +213,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 		res.StalledWindows = bw.Rows[0].StalledWindows
 		res.WriteRTTP50us, res.WriteRTTP99us = lat.Rows[0].RTTP50us, lat.Rows[0].RTTP99us
 		res.DataVerified = bw.Verified && lat.Verified
-		st, _ = ca.Do(daemon.Request{Op: "status"})
-		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
-		res.PacketsSent = st.Engines[0].Transport.DataSent
-		res.SwitchDropped, _ = star.Switch.Dropped()
+		countersAfter(res, func() (*daemon.Response, error) { return ca.Do(daemon.Request{Op: "status"}) }, star.Switch.Dropped)
 		return nil
 	})
 	if err != nil {
@@ -254,6 +254,29 @@ func demo(o demoOpts) (*DemoResult, error) {
 		return res, fmt.Errorf("demo: %d part(s) failed: %s", len(res.Errors), strings.Join(res.Errors, "; "))
 	}
 	return res, nil
+}
+
+// countersAfter records the daemon's data packets sent and retransmitted
+// and the switch's drops after the runs. A counter it cannot read is an
+// error of the run (the verdict is then false), never a panic or a zero
+// that reads as "nothing lost".
+func countersAfter(res *DemoResult, status func() (*daemon.Response, error), dropped func() (uint64, error)) {
+	st, err := status()
+	switch {
+	case err != nil:
+		res.Errors = append(res.Errors, "daemon status after the runs: "+err.Error())
+	case len(st.Engines) == 0:
+		res.Errors = append(res.Errors, "daemon status after the runs: no engines")
+	default:
+		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
+		res.PacketsSent = st.Engines[0].Transport.DataSent
+	}
+	n, err := dropped()
+	if err != nil {
+		res.Errors = append(res.Errors, "switch drop counter: "+err.Error())
+		return
+	}
+	res.SwitchDropped = n
 }
 
 // runPerfPair runs `metaroce perf test` as a server process in b's

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -103,6 +104,38 @@ func TestDemoSweep(t *testing.T) {
 	for _, f := range []string{r.CSV, r.PNG} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestCountersAfter: a daemon status or a switch counter the demo cannot
+// read after its runs is an error of the run, so its verdict is false,
+// never a panic on an empty status or a zero that reads as no loss.
+func TestCountersAfter(t *testing.T) {
+	good := func() (*daemon.Response, error) {
+		r := &daemon.Response{Engines: make([]daemon.EngineStatus, 1)}
+		r.Engines[0].Transport.DataSent, r.Engines[0].Transport.DataRetransmitted = 100, 7
+		return r, nil
+	}
+	dropped := func() (uint64, error) { return 3, nil }
+	res := &DemoResult{}
+	countersAfter(res, good, dropped)
+	if len(res.Errors) != 0 || res.PacketsSent != 100 || res.Retransmitted != 7 || res.SwitchDropped != 3 {
+		t.Errorf("all read: %+v", res)
+	}
+	for name, c := range map[string]struct {
+		status  func() (*daemon.Response, error)
+		dropped func() (uint64, error)
+		want    string
+	}{
+		"status fails":  {func() (*daemon.Response, error) { return nil, errors.New("connection reset") }, dropped, "daemon status after the runs: connection reset"},
+		"no engines":    {func() (*daemon.Response, error) { return &daemon.Response{}, nil }, dropped, "daemon status after the runs: no engines"},
+		"counter fails": {good, func() (uint64, error) { return 0, errors.New("nft: no such table") }, "switch drop counter: nft: no such table"},
+	} {
+		res := &DemoResult{}
+		countersAfter(res, c.status, c.dropped)
+		if len(res.Errors) != 1 || res.Errors[0] != c.want {
+			t.Errorf("%s: errors %q, want %q", name, res.Errors, c.want)
 		}
 	}
 }
