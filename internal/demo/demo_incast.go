@@ -166,7 +166,7 @@ func runIncastDemo(args []string, out io.Writer) error {
 	fs.IntVar(&o.senders, "senders", 4, "sender hosts")
 	cli.IntSizeVar(fs, &o.size, "size", 256<<10, "bytes each sender writes per round")
 	fs.IntVar(&o.rounds, "rounds", 10, "incast rounds per contender, the first from fresh connections")
-	fs.Uint64Var(&o.rate, "rate", 200_000_000, "bits/s of the receiver's switch port (tc tbf and the marker)")
+	cli.RateVar(fs, &o.rate, "rate", 200_000_000, "bit rate of the receiver's switch port (tc tbf and the marker), 1Mbit to 100Gbit")
 	cli.IntSizeVar(fs, &o.ecnBytes, "ecn-bytes", 32<<10, "the port marks CE on ECN-capable packets finding more than this queued")
 	cli.IntSizeVar(fs, &o.buffer, "buffer", 256<<10, "the port's buffer: packets that would overflow it are dropped")
 	fs.StringVar(&o.backend, "backend", "afxdp", "metaroced backend: afxdp or udp")
@@ -179,12 +179,11 @@ func runIncastDemo(args []string, out io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP, tc BPF): run with sudo")
-	}
 	if err := cli.Check(cli.Int("senders", o.senders, 1, 64), cli.Int("size", o.size, 8, 64<<20), cli.Int("rounds", o.rounds, 1, 10000),
-		cli.Range{Flag: "rate", Value: float64(o.rate), Min: 1e6, Max: 100e9}, cli.Int("ecn-bytes", o.ecnBytes, 0, 1<<30),
-		cli.Int("buffer", o.buffer, 4096, 1<<30)); err != nil {
+		cli.Int("ecn-bytes", o.ecnBytes, 0, 1<<30), cli.Int("buffer", o.buffer, 4096, 1<<30)); err != nil {
+		return err
+	}
+	if err := cli.CheckRate("rate", o.rate, 1e6, 100e9); err != nil {
 		return err
 	}
 	if o.ecnBytes >= o.buffer {
@@ -208,6 +207,9 @@ func runIncastDemo(args []string, out io.Writer) error {
 			return cli.UsageError("-cc: %q twice", n)
 		}
 		o.cc = append(o.cc, n)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP, tc BPF): run with sudo")
 	}
 	start := time.Now()
 	res, err := incastDemo(o)

@@ -157,19 +157,22 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
-	}
 	var err error
 	if o.cutMode, err = testnet.ParseCutMode(*cut); err != nil {
+		return cli.UsageError("-cut %q: want blackhole or linkdown", *cut)
+	}
+	if err := cli.Check(cli.Int("size", o.size, 1, 1<<30), cli.Int("hosts-per-leaf", o.hosts, 1, 8), cli.Int("paths", o.paths, 1, 256),
+		cli.Int("tcp-flows", o.tcpFlows, 0, 256)); err != nil {
 		return err
 	}
-	if err := cli.Check(cli.Int("size", o.size, 1, 1<<30), cli.Range{Flag: "spine-rate", Value: float64(o.spineRate), Min: 1e6, Max: 1e12},
-		cli.Int("hosts-per-leaf", o.hosts, 1, 8), cli.Int("paths", o.paths, 1, 256), cli.Int("tcp-flows", o.tcpFlows, 0, 256)); err != nil {
+	if err := cli.CheckRate("spine-rate", o.spineRate, 1e6, 1e12); err != nil {
 		return err
 	}
 	if o.before < 200*time.Millisecond || o.after < 700*time.Millisecond || o.sample <= 0 {
 		return cli.UsageError("-before %v, -after %v, -sample %v: want -before at least 200ms, -after at least 700ms, -sample positive", o.before, o.after, o.sample)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
 	}
 	start := time.Now()
 	res, err := leafSpineDemo(o)
