@@ -76,6 +76,15 @@ type DemoResult struct {
 	WallS             float64  `json:"wall_s"`
 }
 
+// topologies are -topology's values; topologyUsage is its help in every
+// topology's flag set, so each -h lists them all.
+const (
+	topologies    = "star, leafspine, incast or libfabric"
+	topologyUsage = "the demo's fabric: star (two hosts through one switch), leafspine (two leaves over four spines, one cut mid-run), " +
+		"incast (senders into one ECN-marking port) or libfabric (fi_pingpong through the metaroce provider and libfabric's own); " +
+		"each has its own flags: -topology NAME -h (docs/demo.md)"
+)
+
 type demoOpts struct {
 	mtu      int
 	pcapDir  string
@@ -100,10 +109,10 @@ func Run(args []string, out io.Writer) error {
 		return runLibfabricDemo(args, out)
 	case "", "star":
 	default:
-		return cli.UsageError("-topology %q: want star, leafspine, incast or libfabric", t)
+		return cli.UsageError("-topology %q: want %s", t, topologies)
 	}
 	fs := cli.NewFlagSet("metaroce demo", out)
-	fs.String("topology", "star", "star (two hosts through one switch), leafspine, incast or libfabric (docs/demo.md; each has its own flags: -topology leafspine -h)")
+	fs.String("topology", "star", topologyUsage)
 	o := demoOpts{}
 	fs.Float64Var(&o.loss, "loss", 0.01, "fraction of packets the switch namespace drops")
 	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons, the raw AF_XDP and TCP baselines all run at it")

@@ -161,7 +161,7 @@ type incastOpts struct {
 
 func runIncastDemo(args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("metaroce demo -topology incast", out)
-	fs.String("topology", "incast", "incast: senders into one receiver behind an ECN-marking port (docs/demo.md)")
+	fs.String("topology", "incast", topologyUsage)
 	o := incastOpts{}
 	fs.IntVar(&o.senders, "senders", 4, "sender hosts")
 	cli.IntSizeVar(fs, &o.size, "size", 256<<10, "bytes each sender writes per round")

@@ -133,7 +133,7 @@ func demoTopologyArg(args []string) string {
 func runLeafSpineDemo(args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("metaroce demo -topology leafspine", out)
 	o := leafSpineOpts{}
-	fs.String("topology", "leafspine", "star (the default demo) or leafspine")
+	fs.String("topology", "leafspine", topologyUsage)
 	fs.IntVar(&o.hosts, "hosts-per-leaf", 2, "hosts on each leaf (traffic runs between the first of each)")
 	cli.RateVar(fs, &o.spineRate, "spine-rate", 250_000_000, "bit rate of every leaf-spine link, each direction (tc tbf; 250Mbit, 1Gbit)")
 	// 16 random entropy values over 4 spines leave one spine with half

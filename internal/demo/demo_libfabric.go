@@ -63,7 +63,7 @@ type libfabricOpts struct {
 
 func runLibfabricDemo(args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("metaroce demo -topology libfabric", out)
-	fs.String("topology", "libfabric", "libfabric: fi_pingpong through the metaroce provider and libfabric's own (docs/libfabric.md)")
+	fs.String("topology", "libfabric", topologyUsage)
 	o := libfabricOpts{}
 	provs := fs.String("providers", "metaroce,tcp,udp", "fi_pingpong -p values, comma-separated")
 	losses := fs.String("loss", "0,0.01", "switch loss fractions, comma-separated")
