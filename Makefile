@@ -7,6 +7,9 @@
 # sudo's secure_path usually lacks Go's directory: fall back to the
 # standard install location so `sudo make test` finds the toolchain.
 GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# gofmt is the one beside that go (secure_path lacks it too), else the one
+# on PATH; lint fails, saying so, if neither runs.
+GOFMT    ?= $(shell g='$(dir $(GO))gofmt'; [ -x "$$g" ] && echo "$$g" || command -v gofmt 2>/dev/null || echo gofmt)
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency or shared memory run again
 # under the race detector.
@@ -30,7 +33,7 @@ DEMO_FLAGS ?= -json
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 LDFLAGS  = -X github.com/metaroce/metaroce/internal/version.Version=$(VERSION)
 
-.PHONY: test lint unit race fuzz bench generate build install deps deps-test deps-demo demo
+.PHONY: test lint gofmt-check unit race fuzz bench generate build install deps deps-test deps-demo demo
 
 test: deps-test
 	$(MAKE) lint unit race fuzz
@@ -46,10 +49,16 @@ deps-demo:
 demo: deps-demo build
 	./bin/metaroce demo $(DEMO_FLAGS)
 
-lint:
-	@out=$$(gofmt -l . | grep -v '^vendor/' || true); \
-	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint: gofmt-check
 	$(GO) vet ./...
+
+# gofmt -l lists the files it would change; a gofmt that is missing or
+# fails (a file it cannot parse) fails the check instead of listing none.
+gofmt-check:
+	@command -v '$(GOFMT)' >/dev/null 2>&1 || { echo "lint: gofmt not found ('$(GOFMT)'): set GOFMT or put Go's bin directory on PATH" >&2; exit 1; }
+	@out=$$('$(GOFMT)' -l .) || { echo "lint: '$(GOFMT)' -l . failed" >&2; exit 1; }; \
+	out=$$(printf '%s\n' "$$out" | grep -v '^vendor/' || true); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # One package at a time (-p 1): the raw AF_XDP baselines and the engines
 # spin on pinned threads by design, and two such packages side by side on
