@@ -17,7 +17,9 @@ RACE_PKGS = ./transport/... ./sim/... ./dataplane/... ./internal/... ./ring/... 
 
 # make install: the daemon, the metaroce tool, the systemd unit and the
 # minimal configuration (interfaces only; kept if one is there), with the
-# every-key reference beside the docs in $(DATADIR)/metaroced. PREFIX is where binaries
+# every-key reference beside the docs in $(DATADIR)/metaroced; then the
+# Wireshark dissector and libmetaroce (install-clib, which needs gcc and
+# libfabric-dev: deps-install installs them if missing). PREFIX is where binaries
 # and the unit go; DESTDIR stages an install for packaging. The unit names
 # /usr/local/bin/metaroced: with another PREFIX its ExecStart is rewritten.
 PREFIX     ?= /usr/local
@@ -33,7 +35,7 @@ DEMO_FLAGS ?= -json
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 LDFLAGS  = -X github.com/metaroce/metaroce/internal/version.Version=$(VERSION)
 
-.PHONY: test lint gofmt-check unit race fuzz bench generate build install deps deps-test deps-demo demo
+.PHONY: test lint gofmt-check unit race fuzz bench generate build install deps deps-test deps-demo deps-install demo
 
 test: deps-test
 	$(MAKE) lint unit race fuzz
@@ -43,6 +45,8 @@ deps-test:
 	@./scripts/deps.sh test
 deps-demo:
 	@./scripts/deps.sh demo
+deps-install:
+	@./scripts/deps.sh install
 
 # The main demo: two hosts, a lossy switch, two daemons, the perf tools
 # through the client library, the raw AF_XDP and TCP baselines (root).
@@ -84,7 +88,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/metaroced ./cmd/metaroced
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/metaroce ./cmd/metaroce
 
-install: build
+install: deps-install build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/metaroced $(DESTDIR)$(DATADIR)/metaroced
 	install -m 0755 bin/metaroced bin/metaroce $(DESTDIR)$(BINDIR)/
 	sed 's|/usr/local/bin/metaroced|$(BINDIR)/metaroced|; s|/etc/metaroced/|$(SYSCONFDIR)/metaroced/|' \
@@ -125,7 +129,7 @@ $(CLIB_OUT)/libmetaroce.a: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/in
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 .PHONY: install-clib
-install-clib: clib
+install-clib: deps-install clib
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 0644 $(CLIB_DIR)/include/metaroce.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.0

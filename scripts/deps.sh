@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that one purpose of the repository needs,
-# only those missing, and says which. `make deps-test` and `make deps-demo`
-# call it; so do `make test` and `make demo`, so a fresh machine needs no
-# other step. Without root (or without apt-get) it refuses, naming the exact
-# packages to install.
+# only those missing, and says which. `make deps-test`, `make deps-demo`
+# and `make deps-install` call it; so do `make test`, `make demo` and
+# `make install`, so a fresh machine needs no other step. Without root (or
+# without apt-get) it refuses, naming the exact packages to install.
 #
-#   scripts/deps.sh test|demo|all
+#   scripts/deps.sh test|demo|install|all
 #
 # Each entry is "command:package": the command a test or demo runs, and the
 # Debian package that ships it. A command already on PATH is taken as
@@ -31,15 +31,21 @@ test_deps=(
 	fi_info:libfabric-bin    # the metaroce libfabric provider is listed and run
 	fi_pingpong:libfabric-bin
 )
+# make install builds libmetaroce and its libfabric provider (install-clib).
+install_deps=(
+	cc:gcc
+)
 # libbpf-dev and libfabric-dev ship headers, not commands: checked by file.
-header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev /usr/include/rdma/fabric.h:libfabric-dev)
+libfabric_header=/usr/include/rdma/fabric.h:libfabric-dev # the provider's build (-lfabric)
+header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev "$libfabric_header")
 
 case "${1:-}" in
 demo) want=("${demo_deps[@]}"); headers=() ;;
 test) want=("${test_deps[@]}"); headers=("${header_deps[@]}") ;;
+install) want=("${install_deps[@]}"); headers=("$libfabric_header") ;;
 all) want=("${test_deps[@]}"); headers=("${header_deps[@]}") ;;
 *)
-	echo "usage: $0 test|demo|all" >&2
+	echo "usage: $0 test|demo|install|all" >&2
 	exit 2
 	;;
 esac

@@ -52,7 +52,7 @@ func runDeps(t *testing.T, path, root string, args ...string) (string, error) {
 }
 
 // TestDepsOnFreshMachine: with none of the tools on PATH and no libbpf
-// headers, deps.sh installs exactly the packages each purpose needs,
+// or libfabric headers, deps.sh installs exactly the packages each purpose needs,
 // once each, after an apt-get update, and says which; with everything
 // there it installs nothing; without apt-get it refuses naming them.
 func TestDepsOnFreshMachine(t *testing.T) {
@@ -61,8 +61,9 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	}
 	empty := t.TempDir()
 	for purpose, want := range map[string]string{
-		"demo": "ethtool iproute2 nftables",
-		"test": "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables prometheus systemd tcpdump tshark",
+		"demo":    "ethtool iproute2 nftables",
+		"install": "gcc libfabric-dev",
+		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -87,8 +88,10 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	os.WriteFile(filepath.Join(hdr, "bpf_helpers.h"), nil, 0o644)
 	os.MkdirAll(filepath.Join(empty, "usr/include/rdma"), 0o755)
 	os.WriteFile(filepath.Join(empty, "usr/include/rdma/fabric.h"), nil, 0o644)
-	if out, err := runDeps(t, bin, empty, "test"); err != nil || out != "" {
-		t.Errorf("all present: %v %q", err, out)
+	for _, purpose := range []string{"test", "install", "demo"} {
+		if out, err := runDeps(t, bin, empty, purpose); err != nil || out != "" {
+			t.Errorf("all present, %s: %v %q", purpose, err, out)
+		}
 	}
 	if _, err := os.Stat(log); !os.IsNotExist(err) {
 		t.Error("all present, yet apt-get ran")
