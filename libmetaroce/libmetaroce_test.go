@@ -35,7 +35,7 @@ func buildC(t *testing.T, dir, prog string, extra ...string) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skip("no C compiler (cc)")
+		t.Skip("no C compiler (cc: Debian package gcc)")
 	}
 	out := filepath.Join(dir, prog)
 	srcs, _ := filepath.Glob("src/*.c")

@@ -22,9 +22,11 @@ func TestGeneratedUpToDate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs bpf2go")
 	}
-	for _, tool := range []string{"go", "clang", "llvm-strip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: cannot regenerate the BPF object", tool)
+	// Each tool and where it comes from: Debian's package, or Go's own.
+	for _, tool := range [][2]string{{"go", "Go 1.26 from go.dev, /usr/local/go/bin"}, {"clang", "Debian package clang"},
+		{"llvm-strip", "Debian package llvm"}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Skipf("%s not installed (%s): cannot regenerate the BPF object", tool[0], tool[1])
 		}
 	}
 	if _, err := os.Stat("/usr/include/bpf/bpf_helpers.h"); err != nil {
