@@ -3,11 +3,14 @@ package demo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/perf"
 )
@@ -104,5 +107,20 @@ func TestDemoSweep(t *testing.T) {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestDemoPcapUsage: -pcap with -sweep is refused as a usage error naming
+// both flags, and -pcap without tcpdump fails naming its Debian package,
+// both before anything is built (no root needed).
+func TestDemoPcapUsage(t *testing.T) {
+	err := Run(strings.Fields("-sweep -pcap "+t.TempDir()), io.Discard)
+	if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-sweep") || !strings.Contains(err.Error(), "-pcap") {
+		t.Errorf("-sweep -pcap: %v, want a usage error naming both", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	err = Run(strings.Fields("-pcap "+t.TempDir()), io.Discard)
+	if err == nil || errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "Debian package tcpdump") {
+		t.Errorf("-pcap without tcpdump: %v, want an error naming the package", err)
 	}
 }
