@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/decode"
 	"github.com/metaroce/metaroce/internal/perf"
+	"github.com/metaroce/metaroce/internal/testnet"
 )
 
 // TestMain lets this test binary stand in for the metaroce binary when the
@@ -108,6 +112,97 @@ func TestDemoSweep(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+}
+
+// TestDemoPcap runs a short star demo with -pcap and reads what it wrote
+// as `metaroce decode -json` does: a capture of each switch port, each
+// holding MetaRoCE data and acks of connections whose handshake it saw.
+// The runs on both backends are in it (the capture stops before the
+// baselines), so it also holds what docs/operate.md says a capture shows
+// of each: AF_XDP's paths spread over the whole entropy range, the UDP
+// backend's within its pool of 256 source ports.
+func TestDemoPcap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
+	}
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Fatal(testnet.ErrNoTcpdump)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	args := strings.Fields("-json -bytes 4MiB -lat-count 100 -udp-bytes 1MiB -baseline-duration 300ms -pcap " + dir)
+	if err := Run(args, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	var res DemoResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || !res.OK {
+		t.Fatalf("ok %v, %v\n%s", res.OK, err, out.String())
+	}
+	for _, name := range []string{"sw-h0.pcap", "sw-h1.pcap"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, name)
+			if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+				t.Fatalf("capture: %v (size %d)", err, sizeOf(st))
+			}
+			var js bytes.Buffer
+			if err := decode.Run([]string{"-json", file}, &js); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			var s decode.Summary
+			if err := json.Unmarshal(js.Bytes(), &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Packets == 0 || s.Drops != nil || s.Truncated != 0 {
+				t.Fatalf("%d records, %d MetaRoCE packets, drops %v, %d truncated", s.Records, s.Packets, s.Drops, s.Truncated)
+			}
+			var data, acks, retx, handshakes int
+			pool, spread := false, false // a UDP-backend sender, an AF_XDP one
+			for _, c := range s.Connections {
+				events := map[string]bool{}
+				for _, e := range c.Handshake {
+					events[e.Opcode] = true
+				}
+				if c.B != "?" && events["CONNECT"] && events["ACCEPT"] {
+					handshakes++
+				}
+				for _, d := range c.Directions {
+					data += d.Opcodes["WRITE"] + d.Opcodes["WRITE_IMM"] + d.Opcodes["SEND"] + d.Opcodes["SEND_IMM"]
+					acks += d.Opcodes["ACK"]
+					retx += d.Retransmits
+					if d.DataEntropy < 2 {
+						continue
+					}
+					lo, hi := d.Entropy[0], d.Entropy[len(d.Entropy)-1]
+					t.Logf("%s > %s: %d data packets, %d source ports on data, all in %d..%d", d.From, d.To,
+						d.Transmits, d.DataEntropy, lo, hi)
+					if hi-lo < 256 {
+						pool = true
+					} else {
+						spread = true
+					}
+				}
+			}
+			t.Logf("%d records, %d MetaRoCE packets, %d connections (%d with a handshake): %d data, %d acks, %d retransmissions",
+				s.Records, s.Packets, len(s.Connections), handshakes, data, acks, retx)
+			if data == 0 || acks == 0 || handshakes == 0 {
+				t.Errorf("want data, acks and a connection with its handshake")
+			}
+			// 1% loss at the switch, over thousands of packets.
+			if retx == 0 {
+				t.Errorf("no retransmission in a capture at 1%% loss")
+			}
+			if !pool || !spread {
+				t.Errorf("entropy: a sender within 256 ports %v, one spread wider %v; want both (UDP and AF_XDP runs)", pool, spread)
+			}
+		})
+	}
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // TestDemoPcapUsage: -pcap with -sweep is refused as a usage error naming
