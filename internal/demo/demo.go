@@ -137,6 +137,19 @@ func Run(args []string, out io.Writer) error {
 	if o.duration <= 0 {
 		return cli.UsageError("-baseline-duration %v: want a positive duration", o.duration)
 	}
+	if o.sweep && o.pcapDir != "" {
+		// The sweep's runs at five loss rates, TCP's among them, share
+		// one switch; a capture of one rate is the star demo's -loss.
+		return cli.UsageError("-sweep with -pcap: -pcap captures the star demo, not a sweep; capture one loss rate with -loss L -pcap DIR")
+	}
+	if o.pcapDir != "" {
+		// Before the namespaces are built (testnet.CaptureAll would say
+		// the same after): the demo's own deps (make deps-demo) do not
+		// include tcpdump.
+		if _, err := exec.LookPath("tcpdump"); err != nil {
+			return fmt.Errorf("demo: -pcap: %w", testnet.ErrNoTcpdump)
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("demo: needs root (network namespaces, XDP, AF_XDP): run with sudo")
 	}

@@ -5,12 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
+	"github.com/metaroce/metaroce/internal/decode"
 	"github.com/metaroce/metaroce/internal/perf"
+	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/wire"
+	"github.com/metaroce/metaroce/wire/frame"
 )
 
 // TestMain lets this test binary stand in for the metaroce binary when the
@@ -137,5 +145,194 @@ func TestCountersAfter(t *testing.T) {
 		if len(res.Errors) != 1 || res.Errors[0] != c.want {
 			t.Errorf("%s: errors %q, want %q", name, res.Errors, c.want)
 		}
+	}
+}
+
+// TestDemoPcap runs a short star demo with -pcap and reads what it wrote
+// as `metaroce decode -json` does: a capture of each switch port, each
+// holding MetaRoCE data and acks of connections whose handshake it saw.
+// The runs on both backends are in it (the capture stops before the
+// baselines), so it also holds what docs/operate.md says a capture shows
+// of each: AF_XDP's paths spread over the whole entropy range, the UDP
+// backend's within its pool of 256 source ports.
+func TestDemoPcap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
+	}
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Fatal(testnet.ErrNoTcpdump)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	// Small: on a 2-core machine the capture's tcpdumps (a wakeup and a
+	// write per packet) delay packets enough that the AF_XDP run's
+	// congestion window can sit at one packet (seen: ~45 packets/s,
+	// 4 MiB outlasting perf's minute); 1 MiB of WRITEs fits that minute.
+	args := strings.Fields("-json -bytes 1MiB -lat-count 50 -udp-bytes 256KiB -baseline-duration 300ms -pcap " + dir)
+	if err := Run(args, &out); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	var res DemoResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || !res.OK {
+		t.Fatalf("ok %v, %v\n%s", res.OK, err, out.String())
+	}
+	for _, name := range []string{"sw-h0.pcap", "sw-h1.pcap"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, name)
+			if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+				t.Fatalf("capture: %v (size %d)", err, sizeOf(st))
+			}
+			var js bytes.Buffer
+			if err := decode.Run([]string{"-json", file}, &js); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			var s decode.Summary
+			if err := json.Unmarshal(js.Bytes(), &s); err != nil {
+				t.Fatal(err)
+			}
+			// What decode counts as CRC failures are the UDP backend's
+			// GSO runs, which veth carries unsegmented past the switch
+			// port's tap (docs/operate.md); nothing else may fail.
+			runs := gsoRuns(t, file)
+			if s.Packets == 0 || s.Truncated != 0 || len(s.Drops) > 1 || s.Drops["crc"] != runs {
+				t.Fatalf("%d records, %d MetaRoCE packets, drops %v (%d GSO runs), %d truncated",
+					s.Records, s.Packets, s.Drops, runs, s.Truncated)
+			}
+			var data, acks, retx, handshakes int
+			pool, spread := false, false // a UDP-backend sender, an AF_XDP one
+			for _, c := range s.Connections {
+				events := map[string]bool{}
+				for _, e := range c.Handshake {
+					events[e.Opcode] = true
+				}
+				if c.B != "?" && events["CONNECT"] && events["ACCEPT"] {
+					handshakes++
+				}
+				for _, d := range c.Directions {
+					data += d.Opcodes["WRITE"] + d.Opcodes["WRITE_IMM"] + d.Opcodes["SEND"] + d.Opcodes["SEND_IMM"]
+					acks += d.Opcodes["ACK"]
+					retx += d.Retransmits
+					if d.DataEntropy < 2 {
+						continue
+					}
+					lo, hi := d.Entropy[0], d.Entropy[len(d.Entropy)-1]
+					t.Logf("%s > %s: %d data packets, %d source ports on data, source ports in %d..%d", d.From, d.To,
+						d.Transmits, d.DataEntropy, lo, hi)
+					if hi-lo < 256 {
+						pool = true
+					} else {
+						spread = true
+					}
+				}
+			}
+			t.Logf("%d records, %d MetaRoCE packets, %d connections (%d with a handshake): %d data, %d acks, %d retransmissions",
+				s.Records, s.Packets, len(s.Connections), handshakes, data, acks, retx)
+			if data == 0 || acks == 0 || handshakes == 0 {
+				t.Errorf("want data, acks and a connection with its handshake")
+			}
+			// 1% loss at the switch, over thousands of packets.
+			if retx == 0 {
+				t.Errorf("no retransmission in a capture at 1%% loss")
+			}
+			if !pool || !spread {
+				t.Errorf("entropy: a sender within 256 ports %v, one spread wider %v; want both (UDP and AF_XDP runs)", pool, spread)
+			}
+		})
+	}
+}
+
+// gsoRuns counts the MetaRoCE datagrams of a capture that wire.Parse
+// refuses, and fails the test unless each is a GSO run: several whole
+// packets back to back, each of the first one's length (the last may be
+// shorter), each valid on its own.
+func gsoRuns(t *testing.T, file string) int {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := decode.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := frame.Parser{SkipUDPChecksum: true} // a GSO run's checksum is left to the offload
+	var fr frame.Frame
+	runs := 0
+	for n := 1; ; n++ {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return runs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parser.Parse(rec.Data, &fr) != nil || (fr.DstPort != wire.DefaultPort && fr.SrcPort != wire.DefaultPort) {
+			continue
+		}
+		if _, err := wire.Parse(fr.Payload); err == nil {
+			continue
+		}
+		if !isGSORun(fr.Payload) {
+			t.Errorf("frame %d: %d bytes of MetaRoCE that are neither a packet nor a GSO run of packets", n, len(fr.Payload))
+			continue
+		}
+		runs++
+	}
+}
+
+func isGSORun(b []byte) bool {
+	if len(b) < wire.PrefixLen {
+		return false
+	}
+	var seg int
+	switch wire.Opcode(b[1]).Class() {
+	case wire.ClassData:
+		if len(b) < wire.DataLen {
+			return false
+		}
+		seg = wire.DataLen + wire.Data(b).PayloadLen()
+	case wire.ClassAck:
+		seg = wire.AckLen
+	case wire.ClassNack:
+		seg = wire.NackLen
+	case wire.ClassConn:
+		seg = wire.ConnLen
+	default:
+		return false
+	}
+	seg += wire.TrailerLen
+	if seg >= len(b) {
+		return false
+	}
+	for len(b) > 0 {
+		k := min(seg, len(b))
+		if _, err := wire.Parse(b[:k]); err != nil {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// TestDemoPcapUsage: -pcap with -sweep is refused as a usage error naming
+// both flags, and -pcap without tcpdump fails naming its Debian package,
+// both before anything is built (no root needed).
+func TestDemoPcapUsage(t *testing.T) {
+	err := Run(strings.Fields("-sweep -pcap "+t.TempDir()), io.Discard)
+	if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-sweep") || !strings.Contains(err.Error(), "-pcap") {
+		t.Errorf("-sweep -pcap: %v, want a usage error naming both", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	err = Run(strings.Fields("-pcap "+t.TempDir()), io.Discard)
+	if err == nil || errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "Debian package tcpdump") {
+		t.Errorf("-pcap without tcpdump: %v, want an error naming the package", err)
 	}
 }
