@@ -16,6 +16,7 @@ demo_deps=(
 	ip:iproute2     # namespaces, veth, routes
 	nft:nftables    # the switch namespace's loss and the spines' counters
 	ethtool:ethtool # veth offloads, on or off, for the TCP baselines
+	sysctl:procps   # each namespace's IPv6 and forwarding settings (a minimal Debian lacks it)
 )
 test_deps=(
 	"${demo_deps[@]}"

@@ -61,9 +61,9 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	}
 	empty := t.TempDir()
 	for purpose, want := range map[string]string{
-		"demo":    "ethtool iproute2 nftables",
+		"demo":    "ethtool iproute2 nftables procps",
 		"install": "gcc libfabric-dev",
-		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables prometheus systemd tcpdump tshark",
+		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables procps prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -81,7 +81,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 		}
 	}
 	// Everything present: nothing installed.
-	bin, log := fakeBin(t, "ip", "nft", "ethtool", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump",
+	bin, log := fakeBin(t, "ip", "nft", "ethtool", "sysctl", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump",
 		"cc", "fi_info", "fi_pingpong")
 	hdr := filepath.Join(empty, "usr/include/bpf")
 	os.MkdirAll(hdr, 0o755)
@@ -100,8 +100,8 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	bin, _ = fakeBin(t, "ip")
 	os.Remove(filepath.Join(bin, "apt-get"))
 	out, err := runDeps(t, bin, empty, "demo")
-	if err == nil || !strings.Contains(out, "missing Debian packages for 'demo': ethtool nftables") ||
-		!strings.Contains(out, "apt-get install ethtool nftables") {
+	if err == nil || !strings.Contains(out, "missing Debian packages for 'demo': ethtool nftables procps") ||
+		!strings.Contains(out, "apt-get install ethtool nftables procps") {
 		t.Errorf("without apt-get: %v\n%s", err, out)
 	}
 }

@@ -44,7 +44,7 @@ func Open() (*Net, error) {
 	}
 	// The tools the namespaces are built with, and the Debian package of
 	// each: a missing one is named, never a bare exec error later.
-	for _, t := range [][2]string{{"ip", "iproute2"}, {"nft", "nftables"}} {
+	for _, t := range [][2]string{{"ip", "iproute2"}, {"tc", "iproute2"}, {"nft", "nftables"}, {"sysctl", "procps"}} {
 		if _, err := exec.LookPath(t[0]); err != nil {
 			return nil, fmt.Errorf("testnet: %s not found: install the Debian package %s (make deps)", t[0], t[1])
 		}
