@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/perf"
@@ -97,6 +98,25 @@ type demoOpts struct {
 	udpBytes int64
 	ipv6     bool
 	duration time.Duration
+	cc       string
+}
+
+// ccYAML is the configuration line choosing the daemons' controller, if
+// one was named.
+func ccYAML(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "congestion: " + name + "\n"
+}
+
+// checkCC refuses a congestion controller the daemons do not have,
+// naming the flag and the ones they do ("" is the daemon's default).
+func checkCC(name string) error {
+	if !congestion.Known(name) {
+		return cli.UsageError("-cc %q: want one of %s", name, strings.Join(congestion.Names(), ", "))
+	}
+	return nil
 }
 
 func Run(args []string, out io.Writer) error {
@@ -125,8 +145,12 @@ func Run(args []string, out io.Writer) error {
 	cli.SizeVar(fs, &o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
 	cli.DurationVar(fs, &o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
+	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default, metaroce)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkCC(o.cc); err != nil {
 		return err
 	}
 	if err := cli.Check(cli.Int("mtu", o.mtu, 576, 9000), cli.Prob("loss", o.loss), cli.Range{Flag: "bytes", Value: float64(o.bytes), Min: 1, Max: 1 << 40},
@@ -210,6 +234,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 	// metaroce over AF_XDP: bandwidth, then latency, each a perf server
 	// on b and a client on a, separate processes.
 	mtuYAML := fmt.Sprintf("mtu: %d\n", o.mtu)
+	mtuYAML += ccYAML(o.cc)
 	err = withDaemonsYAML(self, dir, "afxdp", o.ipv6, a, b, mtuYAML, func(ca, cb *daemon.Client) error {
 		st, err := ca.Do(daemon.Request{Op: "status"})
 		if err != nil {

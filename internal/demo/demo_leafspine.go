@@ -158,6 +158,9 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 		return err
 	}
 	var err error
+	if err := checkCC(o.cc); err != nil {
+		return err
+	}
 	if o.cutMode, err = testnet.ParseCutMode(*cut); err != nil {
 		return cli.UsageError("-cut %q: want blackhole or linkdown", *cut)
 	}
@@ -235,9 +238,7 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		SampleMs: float64(o.sample) / 1e6}
 
 	extra := fmt.Sprintf("paths: %d\n", o.paths)
-	if o.cc != "" {
-		extra += "congestion: " + o.cc + "\n"
-	}
+	extra += ccYAML(o.cc)
 	err = withDaemonsYAML(self, dir, o.backend, o.ipv6, a, b, extra, func(ca, cb *daemon.Client) error {
 		flow, err := openCutFlow(context.Background(), filepath.Join(dir, a.Label+"-"+o.backend+".sock"),
 			filepath.Join(dir, b.Label+"-"+o.backend+".sock"), peer, o.size)

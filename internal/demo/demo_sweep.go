@@ -129,7 +129,7 @@ func sweep(o demoOpts) (*SweepResult, error) {
 
 	// metaroce at each loss, the daemons up throughout; the latency at
 	// no loss first.
-	err = withDaemonsYAML(self, dir, "afxdp", o.ipv6, a, b, fmt.Sprintf("mtu: %d\n", o.mtu), func(ca, cb *daemon.Client) error {
+	err = withDaemonsYAML(self, dir, "afxdp", o.ipv6, a, b, fmt.Sprintf("mtu: %d\n", o.mtu)+ccYAML(o.cc), func(ca, cb *daemon.Client) error {
 		if err := star.Switch.SetLoss(0); err != nil {
 			return err
 		}

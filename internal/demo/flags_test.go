@@ -3,6 +3,7 @@ package demo
 import (
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 
@@ -58,5 +59,17 @@ func TestTopologyHelp(t *testing.T) {
 	if err := Run([]string{"-topology", "planes"}, new(strings.Builder)); !errors.Is(err, cli.ErrUsage) ||
 		!strings.Contains(err.Error(), "want star, leafspine, incast or libfabric") {
 		t.Errorf("-topology planes: %v", err)
+	}
+}
+
+// TestCCFlag: the star demo, its sweep and the leaf-spine demo refuse a
+// controller the daemons do not have, naming the flag and the ones they
+// have, before anything needs root.
+func TestCCFlag(t *testing.T) {
+	for _, args := range []string{"-cc bogus", "-sweep -cc bogus", "-topology leafspine -cc bogus"} {
+		err := Run(strings.Fields(args), io.Discard)
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), `-cc "bogus": want one of`) || !strings.Contains(err.Error(), "metaroce") {
+			t.Errorf("%s: %v; want a usage error listing the controllers", args, err)
+		}
 	}
 }
