@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/internal/resident"
 )
 
 // Memory is shared memory the application allocates for registration: a
@@ -40,6 +41,13 @@ func Alloc(size int) (*Memory, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("metaroce: mmap: %w", err)
+	}
+	// Memory for I/O is made resident here, once, so filling and checking
+	// buffers costs no page fault per page later (package resident).
+	if err := resident.Make(b); err != nil {
+		unix.Munmap(b)
+		f.Close()
+		return nil, fmt.Errorf("metaroce: alloc %d bytes: making them resident: %w", size, err)
 	}
 	return &Memory{f: f, buf: b}, nil
 }

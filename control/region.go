@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/metaroce/metaroce/control/proto"
+	"github.com/metaroce/metaroce/internal/resident"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -61,6 +62,21 @@ func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
 	if err != nil {
 		resources.give(1, 0)
 		return nil, proto.Errorf(proto.CodeBadRegion, "mmap: %v", err)
+	}
+	// Registration makes the region resident (package resident says why:
+	// left to the engine's first copies, a 512 MiB perf run's receiving
+	// engine spent 72% of its time in page faults), but only where the
+	// memfd already holds as many allocated bytes as the range spans
+	// (client.Alloc makes all of it resident): the daemon maps pages the
+	// application paid for and never allocates a sparse memfd's holes for
+	// it, so a session cannot make the daemon allocate more than it did.
+	// Otherwise the pages fault in as data lands, as before.
+	if uint64(st.Blocks)*512 >= n {
+		if err := resident.Make(m); err != nil {
+			unix.Munmap(m)
+			resources.give(1, 0)
+			return nil, proto.Errorf(proto.CodeLimit, "memory: making %d bytes resident: %v", n, err)
+		}
 	}
 	var acc transport.Access
 	if access&proto.AccessLocalWrite != 0 {
