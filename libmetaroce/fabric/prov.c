@@ -17,7 +17,10 @@
  *
  * Limits, stated in fi_info: FI_MSG only, messages up to MRP_SLOT bytes,
  * one iov, no FI_SOURCE, and one peer may send to an endpoint (its
- * inbound queue pair accepts one connection). */
+ * inbound queue pair accepts one connection). Every other call libfabric
+ * has on these objects is there and fails with -FI_ENOSYS ("what the
+ * provider does not do" below), but fi_mr_reg, which succeeds without
+ * registering anything ("memory registration"). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -27,11 +30,15 @@
 #include <time.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_prov.h>
 
 #include "metaroce.h"
@@ -109,6 +116,208 @@ struct mrp_ep {
 };
 
 static struct fi_provider mrp_prov;
+
+/* ---- what the provider does not do ----
+ *
+ * libfabric's calls are inline functions that jump through the object's
+ * ops tables without checking them (fi_mr_reg is domain->mr->reg(...)), so
+ * a table left NULL, or a NULL member, crashes the application instead of
+ * failing the call. Every table of every object made here is therefore
+ * complete, and what is not implemented says so: -FI_ENOSYS, the code that
+ * the inlines return themselves where they do check (FI_CHECK_OP) and that
+ * libfabric's own providers return (its internal fi_no_* helpers, which a
+ * DL provider cannot link to). fi_getopt and fi_setopt know no option:
+ * -FI_ENOPROTOOPT, as libfabric's udp provider, the code applications test
+ * for an option a provider lacks. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#define MRP_NOSYS(type, name, params)                                                                          \
+	static type name params { return -FI_ENOSYS; }
+
+/* struct fi_ops: every fid */
+MRP_NOSYS(int, no_bind, (struct fid *fid, struct fid *bfid, uint64_t flags))
+MRP_NOSYS(int, no_control, (struct fid *fid, int command, void *arg))
+MRP_NOSYS(int, no_ops_open, (struct fid *fid, const char *name, uint64_t flags, void **ops, void *context))
+MRP_NOSYS(int, no_tostr, (const struct fid *fid, char *buf, size_t len))
+MRP_NOSYS(int, no_ops_set, (struct fid *fid, const char *name, uint64_t flags, void *ops, void *context))
+
+/* fabric: no passive endpoints (FI_EP_RDM only), no wait sets */
+MRP_NOSYS(int, no_passive_ep, (struct fid_fabric *fab, struct fi_info *info, struct fid_pep **pep, void *context))
+MRP_NOSYS(int, no_wait_open, (struct fid_fabric *fab, struct fi_wait_attr *attr, struct fid_wait **waitset))
+MRP_NOSYS(int, no_trywait, (struct fid_fabric *fab, struct fid **fids, int count))
+MRP_NOSYS(int, no_domain2, (struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, uint64_t flags,
+			    void *context))
+
+/* domain: one endpoint kind, no counters, poll sets, shared contexts,
+ * atomics or collectives */
+MRP_NOSYS(int, no_scalable_ep, (struct fid_domain *dom, struct fi_info *info, struct fid_ep **sep, void *context))
+MRP_NOSYS(int, no_cntr_open, (struct fid_domain *dom, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
+			      void *context))
+MRP_NOSYS(int, no_poll_open, (struct fid_domain *dom, struct fi_poll_attr *attr, struct fid_poll **pollset))
+MRP_NOSYS(int, no_stx_ctx, (struct fid_domain *dom, struct fi_tx_attr *attr, struct fid_stx **stx, void *context))
+MRP_NOSYS(int, no_srx_ctx, (struct fid_domain *dom, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context))
+MRP_NOSYS(int, no_query_atomic, (struct fid_domain *dom, enum fi_datatype datatype, enum fi_op op,
+				 struct fi_atomic_attr *attr, uint64_t flags))
+MRP_NOSYS(int, no_query_collective, (struct fid_domain *dom, enum fi_collective_op coll,
+				     struct fi_collective_attr *attr, uint64_t flags))
+MRP_NOSYS(int, no_endpoint2, (struct fid_domain *dom, struct fi_info *info, struct fid_ep **ep, uint64_t flags,
+			      void *context))
+
+/* event queue: nothing is written to it, nor waited on */
+MRP_NOSYS(ssize_t, no_eq_write, (struct fid_eq *eq, uint32_t event, const void *buf, size_t len, uint64_t flags))
+MRP_NOSYS(ssize_t, no_eq_sread, (struct fid_eq *eq, uint32_t *event, void *buf, size_t len, int timeout,
+				 uint64_t flags))
+
+/* completion queue: no wait object to signal */
+MRP_NOSYS(int, no_cq_signal, (struct fid_cq *cq))
+
+/* address vector: entries by address only, never removed (an index is
+ * a peer's outbound queue pair in every endpoint bound to it) */
+MRP_NOSYS(int, no_av_insertsvc, (struct fid_av *av, const char *node, const char *service, fi_addr_t *fi_addr,
+				 uint64_t flags, void *context))
+MRP_NOSYS(int, no_av_insertsym, (struct fid_av *av, const char *node, size_t nodecnt, const char *service,
+				 size_t svccnt, fi_addr_t *fi_addr, uint64_t flags, void *context))
+MRP_NOSYS(int, no_av_remove, (struct fid_av *av, fi_addr_t *fi_addr, size_t count, uint64_t flags))
+MRP_NOSYS(int, no_av_set, (struct fid_av *av, struct fi_av_set_attr *attr, struct fid_av_set **av_set,
+			   void *context))
+
+/* endpoint */
+MRP_NOSYS(ssize_t, no_cancel, (fid_t fid, void *context))
+MRP_NOSYS(int, no_tx_ctx, (struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **tx_ep,
+			   void *context))
+MRP_NOSYS(int, no_rx_ctx, (struct fid_ep *sep, int index, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+			   void *context))
+MRP_NOSYS(ssize_t, no_rx_size_left, (struct fid_ep *ep))
+MRP_NOSYS(ssize_t, no_tx_size_left, (struct fid_ep *ep))
+
+static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+/* connection management: FI_EP_RDM connects by itself */
+MRP_NOSYS(int, no_setname, (fid_t fid, void *addr, size_t addrlen))
+MRP_NOSYS(int, no_getpeer, (struct fid_ep *ep, void *addr, size_t *addrlen))
+MRP_NOSYS(int, no_connect, (struct fid_ep *ep, const void *addr, const void *param, size_t paramlen))
+MRP_NOSYS(int, no_listen, (struct fid_pep *pep))
+MRP_NOSYS(int, no_accept, (struct fid_ep *ep, const void *param, size_t paramlen))
+MRP_NOSYS(int, no_reject, (struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen))
+MRP_NOSYS(int, no_shutdown, (struct fid_ep *ep, uint64_t flags))
+MRP_NOSYS(int, no_join, (struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context))
+
+/* messages: no remote CQ data (cq_data_size 0) */
+MRP_NOSYS(ssize_t, no_senddata, (struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+				 fi_addr_t dest_addr, void *context))
+MRP_NOSYS(ssize_t, no_injectdata, (struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				   fi_addr_t dest_addr))
+
+/* FI_RMA */
+MRP_NOSYS(ssize_t, no_rma_read, (struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr,
+				 uint64_t addr, uint64_t key, void *context))
+MRP_NOSYS(ssize_t, no_rma_readv, (struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+				  fi_addr_t src_addr, uint64_t addr, uint64_t key, void *context))
+MRP_NOSYS(ssize_t, no_rma_readmsg, (struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags))
+MRP_NOSYS(ssize_t, no_rma_write, (struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr,
+				  uint64_t addr, uint64_t key, void *context))
+MRP_NOSYS(ssize_t, no_rma_writev, (struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+				   fi_addr_t dest_addr, uint64_t addr, uint64_t key, void *context))
+MRP_NOSYS(ssize_t, no_rma_writemsg, (struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags))
+MRP_NOSYS(ssize_t, no_rma_inject, (struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest_addr,
+				   uint64_t addr, uint64_t key))
+MRP_NOSYS(ssize_t, no_rma_writedata, (struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+				      fi_addr_t dest_addr, uint64_t addr, uint64_t key, void *context))
+MRP_NOSYS(ssize_t, no_rma_injectdata, (struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				       fi_addr_t dest_addr, uint64_t addr, uint64_t key))
+
+/* FI_TAGGED */
+MRP_NOSYS(ssize_t, no_tagged_recv, (struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr,
+				    uint64_t tag, uint64_t ignore, void *context))
+MRP_NOSYS(ssize_t, no_tagged_recvv, (struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+				     fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context))
+MRP_NOSYS(ssize_t, no_tagged_recvmsg, (struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags))
+MRP_NOSYS(ssize_t, no_tagged_send, (struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr,
+				    uint64_t tag, void *context))
+MRP_NOSYS(ssize_t, no_tagged_sendv, (struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+				     fi_addr_t dest_addr, uint64_t tag, void *context))
+MRP_NOSYS(ssize_t, no_tagged_sendmsg, (struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags))
+MRP_NOSYS(ssize_t, no_tagged_inject, (struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest_addr,
+				      uint64_t tag))
+MRP_NOSYS(ssize_t, no_tagged_senddata, (struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+					fi_addr_t dest_addr, uint64_t tag, void *context))
+MRP_NOSYS(ssize_t, no_tagged_injectdata, (struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+					  fi_addr_t dest_addr, uint64_t tag))
+
+/* FI_ATOMIC */
+MRP_NOSYS(ssize_t, no_atomic_write, (struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				     fi_addr_t dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype,
+				     enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_writev, (struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+				      fi_addr_t dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype,
+				      enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_writemsg, (struct fid_ep *ep, const struct fi_msg_atomic *msg, uint64_t flags))
+MRP_NOSYS(ssize_t, no_atomic_inject, (struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest_addr,
+				      uint64_t addr, uint64_t key, enum fi_datatype datatype, enum fi_op op))
+MRP_NOSYS(ssize_t, no_atomic_readwrite, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+					 void *result_desc, fi_addr_t dest_addr, uint64_t addr, uint64_t key,
+					 enum fi_datatype datatype, enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_readwritev, (struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+					  struct fi_ioc *resultv, void **result_desc, size_t result_count,
+					  fi_addr_t dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype,
+					  enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_readwritemsg, (struct fid_ep *ep, const struct fi_msg_atomic *msg,
+					    struct fi_ioc *resultv, void **result_desc, size_t result_count,
+					    uint64_t flags))
+MRP_NOSYS(ssize_t, no_atomic_compwrite, (struct fid_ep *ep, const void *buf, size_t count, void *desc,
+					 const void *compare, void *compare_desc, void *result, void *result_desc,
+					 fi_addr_t dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype,
+					 enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_compwritev, (struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+					  const struct fi_ioc *comparev, void **compare_desc, size_t compare_count,
+					  struct fi_ioc *resultv, void **result_desc, size_t result_count,
+					  fi_addr_t dest_addr, uint64_t addr, uint64_t key, enum fi_datatype datatype,
+					  enum fi_op op, void *context))
+MRP_NOSYS(ssize_t, no_atomic_compwritemsg, (struct fid_ep *ep, const struct fi_msg_atomic *msg,
+					    const struct fi_ioc *comparev, void **compare_desc, size_t compare_count,
+					    struct fi_ioc *resultv, void **result_desc, size_t result_count,
+					    uint64_t flags))
+MRP_NOSYS(int, no_atomic_valid, (struct fid_ep *ep, enum fi_datatype datatype, enum fi_op op, size_t *count))
+
+/* FI_COLLECTIVE */
+MRP_NOSYS(ssize_t, no_barrier, (struct fid_ep *ep, fi_addr_t coll_addr, void *context))
+MRP_NOSYS(ssize_t, no_broadcast, (struct fid_ep *ep, void *buf, size_t count, void *desc, fi_addr_t coll_addr,
+				  fi_addr_t root_addr, enum fi_datatype datatype, uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_alltoall, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				 void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype, uint64_t flags,
+				 void *context))
+MRP_NOSYS(ssize_t, no_allreduce, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				  void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype, enum fi_op op,
+				  uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_allgather, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				  void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype, uint64_t flags,
+				  void *context))
+MRP_NOSYS(ssize_t, no_reduce_scatter, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				       void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype,
+				       enum fi_op op, uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_reduce, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+			       void *result_desc, fi_addr_t coll_addr, fi_addr_t root_addr,
+			       enum fi_datatype datatype, enum fi_op op, uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_scatter, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				void *result_desc, fi_addr_t coll_addr, fi_addr_t root_addr,
+				enum fi_datatype datatype, uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_gather, (struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+			       void *result_desc, fi_addr_t coll_addr, fi_addr_t root_addr,
+			       enum fi_datatype datatype, uint64_t flags, void *context))
+MRP_NOSYS(ssize_t, no_coll_msg, (struct fid_ep *ep, const struct fi_msg_collective *msg, struct fi_ioc *resultv,
+				 void **result_desc, size_t result_count, uint64_t flags))
+MRP_NOSYS(ssize_t, no_barrier2, (struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags, void *context))
+
+#pragma GCC diagnostic pop
 
 /* ---- completion queues ---- */
 
@@ -253,10 +462,12 @@ static int cq_close(struct fid *fid)
 	return 0;
 }
 
-static struct fi_ops cq_fi_ops = {.size = sizeof(struct fi_ops), .close = cq_close};
+static struct fi_ops cq_fi_ops = {.size = sizeof(struct fi_ops), .close = cq_close, .bind = no_bind,
+				  .control = no_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				  .ops_set = no_ops_set};
 static struct fi_ops_cq cq_ops = {.size = sizeof(struct fi_ops_cq), .read = cq_read, .readfrom = cq_readfrom,
 				  .readerr = cq_readerr, .sread = cq_sread, .sreadfrom = cq_sreadfrom,
-				  .strerror = cq_strerror};
+				  .signal = no_cq_signal, .strerror = cq_strerror};
 
 static int cq_open(struct fid_domain *dom, struct fi_cq_attr *attr, struct fid_cq **out, void *context)
 {
@@ -335,9 +546,12 @@ static int av_close(struct fid *fid)
 	return 0;
 }
 
-static struct fi_ops av_fi_ops = {.size = sizeof(struct fi_ops), .close = av_close};
-static struct fi_ops_av av_ops = {.size = sizeof(struct fi_ops_av), .insert = av_insert, .lookup = av_lookup,
-				  .straddr = av_straddr};
+static struct fi_ops av_fi_ops = {.size = sizeof(struct fi_ops), .close = av_close, .bind = no_bind,
+				  .control = no_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				  .ops_set = no_ops_set};
+static struct fi_ops_av av_ops = {.size = sizeof(struct fi_ops_av), .insert = av_insert,
+				  .insertsvc = no_av_insertsvc, .insertsym = no_av_insertsym, .remove = no_av_remove,
+				  .lookup = av_lookup, .straddr = av_straddr, .av_set = no_av_set};
 
 static int av_open(struct fid_domain *dom, struct fi_av_attr *attr, struct fid_av **out, void *context)
 {
@@ -638,12 +852,39 @@ static int ep_close(struct fid *fid)
 }
 
 static struct fi_ops ep_fi_ops = {.size = sizeof(struct fi_ops), .close = ep_close, .bind = ep_bind,
-				  .control = ep_control};
-static struct fi_ops_cm ep_cm = {.size = sizeof(struct fi_ops_cm), .getname = ep_getname};
+				  .control = ep_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				  .ops_set = no_ops_set};
+static struct fi_ops_ep ep_ops = {.size = sizeof(struct fi_ops_ep), .cancel = no_cancel, .getopt = ep_getopt,
+				  .setopt = ep_setopt, .tx_ctx = no_tx_ctx, .rx_ctx = no_rx_ctx,
+				  .rx_size_left = no_rx_size_left, .tx_size_left = no_tx_size_left};
+static struct fi_ops_cm ep_cm = {.size = sizeof(struct fi_ops_cm), .setname = no_setname, .getname = ep_getname,
+				 .getpeer = no_getpeer, .connect = no_connect, .listen = no_listen,
+				 .accept = no_accept, .reject = no_reject, .shutdown = no_shutdown, .join = no_join};
 static struct fi_ops_msg ep_msg = {.size = sizeof(struct fi_ops_msg), .recv = ep_recv, .recvv = ep_recvv,
 				   .recvmsg = ep_recvmsg, .send = ep_send, .sendv = ep_sendv,
-				   .sendmsg = ep_sendmsg, .inject = ep_inject};
-static struct fi_ops_ep ep_ops = {.size = sizeof(struct fi_ops_ep)};
+				   .sendmsg = ep_sendmsg, .inject = ep_inject, .senddata = no_senddata,
+				   .injectdata = no_injectdata};
+static struct fi_ops_rma ep_rma = {.size = sizeof(struct fi_ops_rma), .read = no_rma_read, .readv = no_rma_readv,
+				   .readmsg = no_rma_readmsg, .write = no_rma_write, .writev = no_rma_writev,
+				   .writemsg = no_rma_writemsg, .inject = no_rma_inject,
+				   .writedata = no_rma_writedata, .injectdata = no_rma_injectdata};
+static struct fi_ops_tagged ep_tagged = {.size = sizeof(struct fi_ops_tagged), .recv = no_tagged_recv,
+					 .recvv = no_tagged_recvv, .recvmsg = no_tagged_recvmsg,
+					 .send = no_tagged_send, .sendv = no_tagged_sendv,
+					 .sendmsg = no_tagged_sendmsg, .inject = no_tagged_inject,
+					 .senddata = no_tagged_senddata, .injectdata = no_tagged_injectdata};
+static struct fi_ops_atomic ep_atomic = {
+	.size = sizeof(struct fi_ops_atomic), .write = no_atomic_write, .writev = no_atomic_writev,
+	.writemsg = no_atomic_writemsg, .inject = no_atomic_inject, .readwrite = no_atomic_readwrite,
+	.readwritev = no_atomic_readwritev, .readwritemsg = no_atomic_readwritemsg,
+	.compwrite = no_atomic_compwrite, .compwritev = no_atomic_compwritev,
+	.compwritemsg = no_atomic_compwritemsg, .writevalid = no_atomic_valid, .readwritevalid = no_atomic_valid,
+	.compwritevalid = no_atomic_valid};
+static struct fi_ops_collective ep_collective = {
+	.size = sizeof(struct fi_ops_collective), .barrier = no_barrier, .broadcast = no_broadcast,
+	.alltoall = no_alltoall, .allreduce = no_allreduce, .allgather = no_allgather,
+	.reduce_scatter = no_reduce_scatter, .reduce = no_reduce, .scatter = no_scatter, .gather = no_gather,
+	.msg = no_coll_msg, .barrier2 = no_barrier2};
 
 static const char *socket_path(void)
 {
@@ -665,6 +906,10 @@ static int ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_ep *
 	ep->ep.ops = &ep_ops;
 	ep->ep.cm = &ep_cm;
 	ep->ep.msg = &ep_msg;
+	ep->ep.rma = &ep_rma;
+	ep->ep.tagged = &ep_tagged;
+	ep->ep.atomic = &ep_atomic;
+	ep->ep.collective = &ep_collective;
 	int e = mr_open(socket_path(), &ep->ctx);
 	if (!e)
 		e = mr_mem_alloc((size_t)(MRP_RX + MRP_TX) * MRP_SLOT, &ep->mem);
@@ -682,6 +927,107 @@ static int ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_ep *
 	return 0;
 }
 
+/* ---- memory registration ----
+ *
+ * The provider needs none: getinfo leaves FI_MR_LOCAL clear (mr_mode 0 for
+ * API 1.5 and later, FI_MR_SCALABLE without the FI_LOCAL_MR mode bit
+ * before), so sends and receives take ordinary memory and ignore desc (it
+ * is copied through the endpoint's own registered bounce slots), and
+ * without FI_RMA or FI_ATOMIC no peer ever reaches memory by key. Still,
+ * fi_mr_reg belongs to every domain: libfabric lets applications that
+ * manage their own registrations register buffers when the provider does
+ * not require it (fi_mr(3), FI_MR_LOCAL), and generic code registers
+ * without looking at mr_mode (fi_pingpong does look: it registers only
+ * under the FI_LOCAL_MR mode bit, so it never calls this). Failing those
+ * calls would refuse programs that do nothing wrong, so registration
+ * succeeds, as with libfabric's own udp provider (FI_MSG only, its util
+ * MR map): an fid_mr that names the buffer and nothing more. Its desc
+ * is the fid_mr itself, never looked at; its key is the requested key,
+ * because without FI_MR_PROV_KEY the application chooses keys (fi_mr(3)),
+ * unique in the domain (-FI_ENOKEY otherwise); mr_key_size says keys are
+ * 8 bytes. Memory registered for remote access is accepted the same way,
+ * and no peer can reach it. No daemon is asked: none of this moves bytes.
+ * What a registration here cannot be: a device buffer (no FI_HMEM, so the
+ * attr's iface is not read, as libfabric does for such domains), flags
+ * (FI_RMA_EVENT, the FI_HMEM ones: -FI_EBADFLAGS), empty, or more than
+ * mr_iov_limit (1) buffers (-FI_EINVAL). */
+struct mrp_domain;
+
+struct mrp_mr {
+	struct fid_mr mr;
+	struct mrp_domain *dom;
+	struct mrp_mr *next;
+};
+
+struct mrp_domain {
+	struct fid_domain dom;
+	struct mrp_mr *mrs; /* open memory regions: the domain outlives them */
+};
+
+static int fmr_close(struct fid *fid)
+{
+	struct mrp_mr *mr = (struct mrp_mr *)fid;
+	for (struct mrp_mr **p = &mr->dom->mrs; *p; p = &(*p)->next)
+		if (*p == mr) {
+			*p = mr->next;
+			break;
+		}
+	free(mr);
+	return 0;
+}
+
+/* fi_mr_bind (-FI_ENOSYS: no events on access, fi_mr(3)), fi_mr_enable,
+ * fi_mr_refresh and fi_mr_raw_attr (fi_control) have nothing to do here. */
+static struct fi_ops fmr_fi_ops = {.size = sizeof(struct fi_ops), .close = fmr_close, .bind = no_bind,
+				  .control = no_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				  .ops_set = no_ops_set};
+
+static int fmr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **out)
+{
+	if (!fid || fid->fclass != FI_CLASS_DOMAIN || !attr || !out)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS;
+	if (attr->iov_count != 1 || !attr->mr_iov || !attr->mr_iov[0].iov_len)
+		return -FI_EINVAL;
+	struct mrp_domain *d = (struct mrp_domain *)fid;
+	for (struct mrp_mr *m = d->mrs; m; m = m->next)
+		if (m->mr.key == attr->requested_key)
+			return -FI_ENOKEY;
+	struct mrp_mr *mr = calloc(1, sizeof *mr);
+	if (!mr)
+		return -FI_ENOMEM;
+	mr->mr.fid.fclass = FI_CLASS_MR;
+	mr->mr.fid.context = attr->context;
+	mr->mr.fid.ops = &fmr_fi_ops;
+	mr->mr.mem_desc = &mr->mr;
+	mr->mr.key = attr->requested_key;
+	mr->dom = d;
+	mr->next = d->mrs;
+	d->mrs = mr;
+	*out = &mr->mr;
+	return 0;
+}
+
+static int fmr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access, uint64_t offset,
+		   uint64_t requested_key, uint64_t flags, struct fid_mr **out, void *context)
+{
+	(void)offset; /* reserved, "must be 0" (fi_mr(3)); libfabric's own MR code ignores it too */
+	struct fi_mr_attr attr = {.mr_iov = iov, .iov_count = count, .access = access,
+				  .requested_key = requested_key, .context = context};
+	return fmr_regattr(fid, &attr, flags, out);
+}
+
+static int fmr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,
+		  uint64_t requested_key, uint64_t flags, struct fid_mr **out, void *context)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	return fmr_regv(fid, &iov, 1, access, offset, requested_key, flags, out, context);
+}
+
+static struct fi_ops_mr fmr_ops = {.size = sizeof(struct fi_ops_mr), .reg = fmr_reg, .regv = fmr_regv,
+				  .regattr = fmr_regattr};
+
 /* ---- domain, fabric, provider ---- */
 
 static int simple_close(struct fid *fid)
@@ -690,22 +1036,45 @@ static int simple_close(struct fid *fid)
 	return 0;
 }
 
-static struct fi_ops simple_fi_ops = {.size = sizeof(struct fi_ops), .close = simple_close};
+/* The fabric and the event queue: nothing to bind to them or control. */
+static struct fi_ops simple_fi_ops = {.size = sizeof(struct fi_ops), .close = simple_close, .bind = no_bind,
+				      .control = no_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				      .ops_set = no_ops_set};
+
+static int domain_close(struct fid *fid)
+{
+	struct mrp_domain *d = (struct mrp_domain *)fid;
+	if (d->mrs)
+		return -FI_EBUSY;
+	free(d);
+	return 0;
+}
+
+/* fi_domain_bind (an EQ for FI_REG_MR events: registration here is
+ * synchronous), fi_mr_map_raw and fi_mr_unmap_key (fi_control: no raw
+ * keys) are not there. */
+static struct fi_ops dom_fi_ops = {.size = sizeof(struct fi_ops), .close = domain_close, .bind = no_bind,
+				   .control = no_control, .ops_open = no_ops_open, .tostr = no_tostr,
+				   .ops_set = no_ops_set};
 static struct fi_ops_domain dom_ops = {.size = sizeof(struct fi_ops_domain), .av_open = av_open,
-				       .cq_open = cq_open, .endpoint = ep_open};
+				       .cq_open = cq_open, .endpoint = ep_open, .scalable_ep = no_scalable_ep,
+				       .cntr_open = no_cntr_open, .poll_open = no_poll_open, .stx_ctx = no_stx_ctx,
+				       .srx_ctx = no_srx_ctx, .query_atomic = no_query_atomic,
+				       .query_collective = no_query_collective, .endpoint2 = no_endpoint2};
 
 static int domain_open(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **out, void *context)
 {
 	(void)fab;
 	(void)info;
-	struct fid_domain *d = calloc(1, sizeof *d);
+	struct mrp_domain *d = calloc(1, sizeof *d);
 	if (!d)
 		return -FI_ENOMEM;
-	d->fid.fclass = FI_CLASS_DOMAIN;
-	d->fid.context = context;
-	d->fid.ops = &simple_fi_ops;
-	d->ops = &dom_ops;
-	*out = d;
+	d->dom.fid.fclass = FI_CLASS_DOMAIN;
+	d->dom.fid.context = context;
+	d->dom.fid.ops = &dom_fi_ops;
+	d->dom.ops = &dom_ops;
+	d->dom.mr = &fmr_ops;
+	*out = &d->dom;
 	return 0;
 }
 
@@ -717,7 +1086,26 @@ static ssize_t eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len
 	return -FI_EAGAIN;
 }
 
-static struct fi_ops_eq eq_ops = {.size = sizeof(struct fi_ops_eq), .read = eq_read};
+static ssize_t eq_readerr(struct fid_eq *eq, struct fi_eq_err_entry *buf, uint64_t flags)
+{
+	(void)eq; (void)buf; (void)flags;
+	return -FI_EAGAIN;
+}
+
+static const char *eq_strerror(struct fid_eq *eq, int prov_errno, const void *err_data, char *buf, size_t len)
+{
+	(void)eq;
+	(void)err_data;
+	/* Never asked in practice: no error entry is ever reported. */
+	if (buf && len) {
+		snprintf(buf, len, "metaroce: error %d", prov_errno);
+		return buf;
+	}
+	return "metaroce: error";
+}
+
+static struct fi_ops_eq eq_ops = {.size = sizeof(struct fi_ops_eq), .read = eq_read, .readerr = eq_readerr,
+				  .write = no_eq_write, .sread = no_eq_sread, .strerror = eq_strerror};
 
 static int eq_open(struct fid_fabric *fab, struct fi_eq_attr *attr, struct fid_eq **out, void *context)
 {
@@ -735,7 +1123,8 @@ static int eq_open(struct fid_fabric *fab, struct fi_eq_attr *attr, struct fid_e
 }
 
 static struct fi_ops_fabric fab_ops = {.size = sizeof(struct fi_ops_fabric), .domain = domain_open,
-				       .eq_open = eq_open};
+				       .passive_ep = no_passive_ep, .eq_open = eq_open, .wait_open = no_wait_open,
+				       .trywait = no_trywait, .domain2 = no_domain2};
 
 static int fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **out, void *context)
 {
@@ -781,7 +1170,8 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 				     .resource_mgmt = FI_RM_DISABLED, .av_type = FI_AV_TABLE,
 				     .mr_mode = FI_VERSION_GE(version, FI_VERSION(1, 5)) ? 0 : FI_MR_SCALABLE,
 				     .cq_cnt = 64, .ep_cnt = 64, .tx_ctx_cnt = 1, .rx_ctx_cnt = 1, .max_ep_tx_ctx = 1,
-				     .max_ep_rx_ctx = 1, .cq_data_size = 0};
+				     .max_ep_rx_ctx = 1, .cq_data_size = 0, .mr_key_size = sizeof(uint64_t),
+				     .mr_iov_limit = 1};
 	struct fi_fabric_attr fab = {.name = "metaroce", .prov_version = MRP_PROV_VERSION,
 				     .api_version = FI_VERSION(1, 17)};
 	t.caps = MRP_CAPS;
