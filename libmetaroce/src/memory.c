@@ -30,6 +30,26 @@ int mr_mem_alloc(size_t size, struct mr_mem **out)
 	m->ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
 	if (m->ptr == MAP_FAILED)
 		goto fail;
+	/* Memory for I/O is made resident now, as the Go client's Alloc does
+	 * (internal/resident): every page allocated and mapped, then written
+	 * once (it is all zero and nobody else has it yet), so filling and
+	 * checking buffers takes no fault per page later, and the daemon,
+	 * seeing the memfd's pages allocated, maps them all at registration
+	 * instead of faulting as data lands (docs/platform.md, Page faults).
+	 * Kernels before 5.14 lack MADV_POPULATE_WRITE: the writes alone
+	 * fault the pages in. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	if (madvise(m->ptr, size, MADV_POPULATE_WRITE) < 0 && errno != EINVAL) {
+		int e = errno;
+		munmap(m->ptr, size);
+		errno = e;
+		goto fail;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	for (size_t off = 0; off < size; off += (size_t)page)
+		((volatile char *)m->ptr)[off] = 0;
 	m->size = size;
 	*out = m;
 	return MR_OK;
