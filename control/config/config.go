@@ -155,10 +155,14 @@ const DefaultPath = "/etc/metaroced/metaroced.yaml"
 // interfaces, so it does not validate as it is.
 func Defaults() Config {
 	return Config{
-		Port:           wire.DefaultPort,
-		MTU:            transport.Defaults.MTU,
-		Paths:          transport.Defaults.Paths,
-		Congestion:     transport.Defaults.Congestion,
+		Port:  wire.DefaultPort,
+		MTU:   transport.Defaults.MTU,
+		Paths: transport.Defaults.Paths,
+		// none, not the simulator's metaroce (transport.Defaults): on a
+		// host whose cores are shared its delay loop collapses (docs/spec.md
+		// §8.9.4, measured: 0.78 against 2.26 Gb/s at no loss, jumbo runs
+		// not finishing, incast p99 57x ideal).
+		Congestion:     "none",
 		DSCPData:       26, // AF31: where RoCE fabrics conventionally queue RDMA data (ECN, PFC)
 		DSCPControl:    48, // CS6: where RoCE fabrics put CNPs, ahead of the data they pace
 		ControlSocket:  "/run/metaroced/control.sock",

@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 	if c.Port != wire.DefaultPort || c.MTU != transport.Defaults.MTU || c.Paths != transport.Defaults.Paths {
 		t.Errorf("port %d mtu %d paths %d", c.Port, c.MTU, c.Paths)
 	}
-	if c.Congestion != "metaroce" || c.DSCPData != 26 || c.DSCPControl != 48 {
+	if c.Congestion != "none" || c.DSCPData != 26 || c.DSCPControl != 48 {
 		t.Errorf("congestion %q dscp %d/%d", c.Congestion, c.DSCPData, c.DSCPControl)
 	}
 	if c.ControlSocket != "/run/metaroced/control.sock" || c.SocketMode != 0o660 || c.SocketGroup != "" {
