@@ -86,11 +86,12 @@ func TestTimestampsAtHandoff(t *testing.T) {
 	ma, mb := dataplane.NewMemPair(a, b, 2048, 0, 1)
 	la := &stampLink{Link: ma, got: map[uint64]transport.Time{}}
 	lb := &stampLink{Link: mb, got: map[uint64]transport.Time{}}
-	epA, err := transport.NewEndpoint(transport.Config{}, a)
+	cfg := transport.Config{Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	epA, err := transport.NewEndpoint(cfg, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epB, _ := transport.NewEndpoint(transport.Config{}, b)
+	epB, _ := transport.NewEndpoint(cfg, b)
 	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 3, Peer: b, Messages: 300, Streams: 2}
 	w, err := gentest.NewWriter(gc)
 	if err != nil {

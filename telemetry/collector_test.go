@@ -36,11 +36,12 @@ func newPair(t *testing.T, messages int) *pair {
 	t.Helper()
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	la, lb := dataplane.NewMemPair(a, b, 9000, 0, 1)
-	epA, err := transport.NewEndpoint(transport.Config{}, a)
+	cfg := transport.Config{Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	epA, err := transport.NewEndpoint(cfg, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epB, _ := transport.NewEndpoint(transport.Config{}, b)
+	epB, _ := transport.NewEndpoint(cfg, b)
 	gc := gentest.Config{Size: 16384, Slots: 8, Seed: 3, Peer: b, Messages: messages, Streams: 2}
 	w, err := gentest.NewWriter(gc)
 	if err != nil {

@@ -56,11 +56,12 @@ func runPairWith(t *testing.T, a, b *testnet.Host, v6 bool, mtu, messages int, i
 	if fa.Attachment.Mode != bpf.ModeNative {
 		t.Errorf("veth attach mode %v, want native", fa.Attachment.Mode)
 	}
-	epA, err := transport.NewEndpoint(transport.Config{MTU: mtu}, fa.Local)
+	cfg := transport.Config{MTU: mtu, Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	epA, err := transport.NewEndpoint(cfg, fa.Local)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epB, _ := transport.NewEndpoint(transport.Config{MTU: mtu}, fb.Local)
+	epB, _ := transport.NewEndpoint(cfg, fb.Local)
 	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 9, Peer: fb.Local, Messages: messages, Streams: 4}
 	w, err := gentest.NewWriter(gc)
 	if err != nil {

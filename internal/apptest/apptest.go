@@ -67,6 +67,11 @@ func Pair(t testing.TB) (*Host, *Host) {
 // Start runs one daemon on link, serving its control socket at sock.
 func Start(t testing.TB, addr netip.Addr, link dataplane.Link, cfg transport.Config, limits config.Limits, sock string) *Host {
 	t.Helper()
+	if cfg.Congestion == "" {
+		// As metaroced: its default controller, not the simulator's
+		// (docs/spec.md §8.9.4).
+		cfg.Congestion = config.Defaults().Congestion
+	}
 	ep, err := transport.NewEndpoint(cfg, addr)
 	if err != nil {
 		t.Fatal(err)
