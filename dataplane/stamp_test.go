@@ -23,7 +23,12 @@ import (
 type stampLink struct {
 	dataplane.Link
 	eng  atomic.Pointer[dataplane.Engine]
-	lags []time.Duration // data: SubmitTx time less Timestamp
+	lags []time.Duration // data: SubmitTx time less Timestamp (logged)
+	// reserved is when the engine took the batch it is now submitting;
+	// early counts data packets stamped before that: stamped when an
+	// earlier batch, or the iteration, began, not when written.
+	reserved transport.Time
+	early    int
 
 	got  map[uint64]transport.Time // data received: when Receive returned it
 	over []time.Duration           // acks: AckDelay beyond the time held
@@ -46,6 +51,13 @@ func (l *stampLink) Receive(batch []dataplane.RxPacket) int {
 	return n
 }
 
+func (l *stampLink) ReserveTx(batch []dataplane.TxPacket) int {
+	if e := l.eng.Load(); e != nil {
+		l.reserved = e.Now()
+	}
+	return l.Link.ReserveTx(batch)
+}
+
 func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
 	if e := l.eng.Load(); e != nil {
 		now := e.Now()
@@ -59,7 +71,11 @@ func (l *stampLink) SubmitTx(batch []dataplane.TxPacket) error {
 			}
 			switch pk.Class {
 			case wire.ClassData:
-				l.lags = append(l.lags, time.Duration(now-transport.Time(pk.Data().Timestamp())))
+				ts := transport.Time(pk.Data().Timestamp())
+				l.lags = append(l.lags, time.Duration(now-ts))
+				if ts < l.reserved {
+					l.early++
+				}
 			case wire.ClassAck:
 				a := pk.Ack()
 				at, ok := l.got[uint64(a.PathID())<<32|uint64(a.PathAckSeq())]
@@ -127,12 +143,12 @@ func TestTimestampsAtHandoff(t *testing.T) {
 	p50, p90, p99, worst := lags[len(lags)/2], lags[len(lags)*9/10], lags[len(lags)*99/100], lags[len(lags)-1]
 	t.Logf("%d data packets: handed to the link %v (p50), %v (p90), %v (p99), %v (max) after their Timestamp",
 		len(lags), p50, p90, p99, worst)
-	// 16 packets to a batch take a few microseconds to write. The tail
-	// is the in-memory link's (it allocates every buffer, so the
-	// collector stops the engine now and then) and a shared machine's
-	// preemptions; stamped at batch formation, the median was 58 us.
-	if p50 > 10*time.Microsecond || p90 > 40*time.Microsecond {
-		t.Errorf("%v (p50), %v (p90) between a data packet's Timestamp and its hand-off: stamped long before it leaves", p50, p90)
+	// Counted, not timed (the lag depends on the machine, and on the race
+	// detector): every data packet is stamped after the engine took the
+	// batch it leaves in. Stamped once per flush, as before, the later
+	// batches' packets carried the first one's time (lag p50 58 us).
+	if la.early > 0 {
+		t.Errorf("%d of %d data packets stamped before their batch was taken from the link", la.early, len(lags))
 	}
 	if lb.acks < 100 {
 		t.Fatalf("only %d acks matched to their data", lb.acks)
