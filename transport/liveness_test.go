@@ -412,3 +412,52 @@ func TestRNRWaitIsNotSilence(t *testing.T) {
 		t.Errorf("%d retransmission timeouts counted while the peer answered every packet with RNR", to)
 	}
 }
+
+// TestStaleAckNoRTTSample: an ack that reaches the sender late or twice
+// (held in a queue, duplicated, replayed) echoes the Timestamp of a
+// transmission already resolved. Its `now − EchoTimestamp` is that
+// packet's age, seconds here, not a round trip: taken as a sample (as
+// FuzzConnection found with a replayed ack), it held the smoothed RTT at
+// 3 s and the metaroce controller's pacing rate at 28 kb/s, so a SEND
+// posted afterwards had not completed 30 s later. §5.7 step 2 takes no
+// sample from it.
+func TestStaleAckNoRTTSample(t *testing.T) {
+	l := newTLink(t, Config{}, 1<<16)
+	var acks [][]byte
+	l.filter = func(from int, pkt []byte) (bool, Duration) {
+		if p, ok := parse(pkt); ok && from == 1 && p.Class == wire.ClassAck {
+			acks = append(acks, append([]byte(nil), pkt...))
+		}
+		return false, 0
+	}
+	l.connect()
+	a := l.conns[0]
+	write := func(id uint64) {
+		if err := a.PostWrite(&WorkRequest{WRID: id, Local: make([]byte, 64), RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0)
+	l.run(Time(time.Second), func() bool { return l.done(0, OpWrite) == 1 })
+	if len(acks) == 0 {
+		t.Fatal("no ack seen")
+	}
+	old := acks[len(acks)-1]
+	srtt := a.snd.rtt.srtt
+	l.run(Time(2*time.Second), nil)
+	// A write in flight, so the path has an unresolved transmission the
+	// stale ack's path sequence must not be mistaken for; the stale ack
+	// arrives before that write's own ack.
+	l.filter = func(from int, pkt []byte) (bool, Duration) { return false, 50 * time.Microsecond }
+	write(1)
+	l.step(l.now)
+	l.inject(1, 0, old, 0)
+	l.run(Time(10*time.Microsecond), nil)
+	if got := a.snd.rtt.srtt; got != srtt {
+		t.Fatalf("a replayed ack 2 s old moved the smoothed RTT from %v to %v", time.Duration(srtt), time.Duration(got))
+	}
+	l.run(Time(time.Second), func() bool { return l.done(0, OpWrite) == 2 })
+	if got := a.snd.rtt.srtt; got > 200*time.Microsecond {
+		t.Fatalf("smoothed RTT %v after the write's own ack (link round trip 104 us)", time.Duration(got))
+	}
+}

@@ -29,7 +29,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
 	var rtt, fabric Duration
-	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now {
+	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now && s.echoCurrent(p, h, Time(ts)) {
 		rtt = c.recoverySample(now, ts, a.AckDelay()) // fabric.go
 		fabric = c.fabricSample(now, ts, a.AckDelay())
 		if t := c.snd.tx(p, h); t.hs && t.live && pid == 0 {
@@ -78,6 +78,20 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 			s.rtoDeadline = now + Time(s.rto) // the response wait (§8.4)
 		}
 	}
+}
+
+// echoCurrent reports whether an ack of path sequence h that echoes ts
+// may give an RTT sample (§5.7 step 2): h's transmission must still be
+// unresolved (in flight, or declared lost and not yet proven late) and ts
+// must not be older than its send time. An ack that fails this was
+// delayed or duplicated on its way, or replays an old one: its echo is
+// the age of a packet resolved long ago, not a round trip, and one such
+// sample of seconds would hold the smoothed RTT, and with it the loss
+// delay, the RTO and the pacing rate, seconds wide for as many acks as it
+// takes to decay.
+func (s *sender) echoCurrent(p *sendPath, h uint32, ts Time) bool {
+	t := s.tx(p, h)
+	return (t.live || t.lost) && ts >= t.sent
 }
 
 // scanPath resolves the transmissions of path pid that ack a covers:
