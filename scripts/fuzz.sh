@@ -17,7 +17,14 @@ for pkg in $($GO list ./...); do
 			echo "fuzz $pkg $target ($FUZZTIME, attempt $attempt)"
 			out=$($GO test -run=NONE -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" 2>&1)
 			rc=$?
-			echo "$out" | tail -5
+			if [ $rc -eq 0 ]; then
+				echo "$out" | tail -3
+			else
+				# The whole output: the failure's message comes before
+				# the "Failing input written" line, and CI keeps only
+				# this log.
+				echo "$out" | grep -v '^fuzz: elapsed'
+			fi
 			if [ $rc -eq 0 ]; then
 				break
 			fi
