@@ -89,9 +89,33 @@ var senderCases = []Case{
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
 			d := c.readStart(32)
-			sent := time.Now()
-			t.send(c.nackData(d, wire.NackRNR, 20000), sendOpts{sport: entropyBase})
-			c.sync()
+			var sent time.Time
+			for try := 1; ; try++ {
+				sent = time.Now()
+				t.send(c.nackData(d, wire.NackRNR, 20000), sendOpts{sport: entropyBase})
+				c.sync()
+				// If the target's timer resent the response before our
+				// NACK arrived (the suite, on a loaded host, can take
+				// milliseconds to answer), the NACK names an older
+				// transmission than the one out, which §6.3 step 4 has
+				// the target ignore: the newer one draws its own answer.
+				// NACK the newest transmission instead.
+				newest := d
+				for _, r := range t.seen {
+					if r.err == nil && r.pkt.Class == wire.ClassData && r.pkt.Data().DstConn() == c.ID && r.pkt.Data().PSN() == d.PSN() {
+						newest = r.pkt.Data()
+					}
+				}
+				if newest.PathID() == d.PathID() && newest.PathSeq() == d.PathSeq() {
+					break
+				}
+				if try == 5 {
+					t.Fatalf("the target resent the response before each of %d NACKs arrived", try)
+				}
+				t.Notef("the target resent the response (path %d seq %d) before our NACK of path %d seq %d arrived: NACKing that one",
+					newest.PathID(), newest.PathSeq(), d.PathID(), d.PathSeq())
+				d = newest
+			}
 			// The target counts the delay from when it got the NACK, which
 			// is after we sent it: an arrival earlier than 20 ms after the
 			// send is early whatever the machine's load.
