@@ -235,6 +235,60 @@ var connCases = []Case{
 			t.Notef("replies over %v: at most %d at %d/ms", span.Round(time.Microsecond), allowed, t.o.ReplyRate)
 			t.check(len(got) <= allowed, "%d CHALLENGEs in %v: more than %d/ms allows (%d)", len(got), span, t.o.ReplyRate, allowed)
 		}},
+	{ID: "conn-reply-fair", Clause: "7.8", Also: []string{"7.3"}, Needs: NeedAlt, Level: Should, Title: "during a flood of CONNECTs from one address, every CONNECT from another address still draws its CHALLENGE",
+		Run: func(t *T) {
+			// Each round: 192 cookieless CONNECTs from the suite's address
+			// in three GSO sends (three times the reference limit of 64 a
+			// millisecond), then one from the other address. A target that
+			// limits only its total spends its budget on the burst, and
+			// the other address's CONNECT goes unanswered.
+			const rounds = 20
+			base := rand32() &^ 0xffff
+			flood := map[uint32]bool{}
+			alt := map[uint32]bool{}
+			for r := range rounds {
+				for k := range 3 { // 64 segments a send: the kernel's UDP GSO limit
+					var run []byte
+					for i := range 64 {
+						id := base | uint32(r*192+k*64+i+1)
+						flood[id] = true
+						h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: id, InitialPSN: 1, Service: t.o.Service, RecvWindow: 1024,
+							MaxPayload: 1384, MsgWindow: 256, Timestamp: stamp()}
+						run = wire.AppendConn(run, &h)
+					}
+					if err := t.p.sendSegments(run, 60, sendOpts{sport: 50996}); err != nil {
+						t.Fatalf("suite: GSO send: %v", err)
+					}
+				}
+				id := (base ^ 0x8000_0000) | uint32(r+1)
+				alt[id] = true
+				h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: id, InitialPSN: 1, Service: t.o.Service, RecvWindow: 1024,
+					MaxPayload: 1384, MsgWindow: 256, Timestamp: stamp()}
+				t.send(wire.AppendConn(nil, &h), sendOpts{from: t.o.AltLocal})
+				time.Sleep(2 * time.Millisecond)
+			}
+			ours := func(r *rxPacket) bool {
+				return r.err == nil && r.pkt.Class == wire.ClassConn && (flood[r.pkt.Conn().DstConn()] || alt[r.pkt.Conn().DstConn()])
+			}
+			var got []*rxPacket
+			for {
+				more := t.collect(t.o.Quiet, ours)
+				if len(more) == 0 {
+					break
+				}
+				got = append(got, more...)
+			}
+			answered, floodAnswered := map[uint32]bool{}, 0
+			for _, r := range got {
+				if id := r.pkt.Conn().DstConn(); alt[id] && r.pkt.Conn().Opcode() == wire.OpChallenge {
+					answered[id] = true
+				} else if flood[id] {
+					floodAnswered++
+				}
+			}
+			t.Notef("%d of %d CONNECTs from the other address challenged; the flood's %d drew %d", len(answered), rounds, len(flood), floodAnswered)
+			t.check(len(answered) == rounds, "%d of %d CONNECTs from another address drew a CHALLENGE during a flood from one address", len(answered), rounds)
+		}},
 	{ID: "conn-accept-unknown", Clause: "7.6", Also: []string{"7.3"}, Title: "an ACCEPT naming no connection draws RESET UNKNOWN_CONN",
 		Run: func(t *T) {
 			id := rand32() | 1

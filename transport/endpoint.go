@@ -47,13 +47,12 @@ type Endpoint struct {
 	cq     []Completion
 	cqHead int
 
-	replies   []reply // stateless connection replies owed
-	replyHead int
-	tokens    int
-	tokensAt  Time
-	secret    [32]byte
-	mac       hash.Hash // HMAC-SHA256 under secret, for cookies
-	macSum    [sha256.Size]byte
+	replies    []reply // stateless connection replies owed
+	replyHead  int
+	replyLimit replyLimiter
+	secret     [32]byte
+	mac        hash.Hash // HMAC-SHA256 under secret, for cookies
+	macSum     [sha256.Size]byte
 
 	stats Stats
 
@@ -97,7 +96,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 		cfg: cfg, local: local,
 		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]Memory{},
 		ready: make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
-		replies: make([]reply, 0, 64), tokens: cfg.ResetRate,
+		replies:  make([]reply, 0, 64),
 		spareMax: spareLimit(&cfg),
 	}
 	seed := cfg.Seed
@@ -114,6 +113,11 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 	if _, err := crand.Read(e.secret[:]); err != nil {
 		return nil, err
 	}
+	var key [16]byte
+	if _, err := crand.Read(key[:]); err != nil {
+		return nil, err
+	}
+	e.replyLimit.init(e.cfg.ResetRate, key)
 	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
 	e.hsRTT.init(&e.cfg)
 	if cfg.RateHint == RateHintFair {

@@ -349,16 +349,13 @@ func (e *Endpoint) cookieValid(now Time, from netip.Addr, p wire.Conn) bool {
 	return hmac.Equal(ck[4:], e.cookieMAC(from, p.SrcConn(), p.Service(), t)[:12])
 }
 
-// queueReply owes a stateless connection packet, within the reply rate.
+// queueReply owes a stateless connection packet, within the reply rates
+// (replylimit.go).
 func (e *Endpoint) queueReply(now Time, dst netip.Addr, h wire.ConnHeader) {
-	if now-e.tokensAt >= 1e6 {
-		e.tokens, e.tokensAt = e.cfg.ResetRate, now
-	}
-	if e.tokens == 0 || len(e.replies) >= cap(e.replies) {
+	if len(e.replies) >= cap(e.replies) || !e.replyLimit.allow(now, dst) {
 		e.stats.ReplyRateLimited++
 		return
 	}
-	e.tokens--
 	e.replies = append(e.replies, reply{dst: dst, h: h})
 }
 

@@ -156,11 +156,64 @@ func TestUnknownConnGetsReset(t *testing.T) {
 	if e.Stats().RxUnknownConn != 1000 {
 		t.Errorf("unknown-conn drops %d, want 1000", e.Stats().RxUnknownConn)
 	}
-	if len(out) != transport.Defaults.ResetRate {
-		t.Errorf("%d RESETs in one millisecond, want the rate limit %d", len(out), transport.Defaults.ResetRate)
+	if want := transport.Defaults.ResetRate / 2; len(out) != want {
+		t.Errorf("%d RESETs to one address in one millisecond, want the half of the rate limit one address may take, %d", len(out), want)
 	}
 	if len(out) > 0 && (out[0].Prefix().Opcode() != wire.OpReset || out[0].Conn().SrcConn() != 4242) {
 		t.Errorf("reply %v, want RESET naming 4242", out[0].Prefix().Opcode())
+	}
+}
+
+// TestReplyRateFair (§7.8): stateless replies are limited in all and per
+// source address. Packets from 1,000 addresses in one millisecond draw
+// ResetRate replies; a host flooding CONNECTs takes only its share, and
+// every other host's CONNECT in the same millisecond still draws its
+// CHALLENGE (a flood used to fail 2 of 20 honest connects).
+func TestReplyRateFair(t *testing.T) {
+	e := listener(t)
+	h := wire.DataHeader{Opcode: wire.OpWrite, DstConn: 4242, PSN: 1, MsgLen: 4, RKey: 1}
+	pkt := wire.AppendData(nil, &h, []byte{1, 2, 3, 4})
+	for i := range 1000 {
+		e.Receive(0, netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), false, pkt)
+	}
+	if out := drain(t, e, 0); len(out) != transport.Defaults.ResetRate {
+		t.Errorf("%d RESETs to 1000 addresses in one millisecond, want the rate limit %d", len(out), transport.Defaults.ResetRate)
+	}
+
+	// A host floods CONNECTs at 2 per microsecond (one every 500 ns,
+	// 2,000 in all) for 1 ms; 20 other hosts connect meanwhile; the
+	// endpoint's replies are sent as they are owed.
+	e = listener(t)
+	flood := netip.MustParseAddr("10.9.0.66")
+	challenged := map[netip.Addr]int{}
+	buf := make([]byte, e.MaxPacket())
+	honest := 0
+	for i := range 2000 {
+		now := transport.Time(i) * 500
+		e.Receive(now, flood, false, connectPkt(uint32(1+i), 9, nil))
+		if i%100 == 50 {
+			e.Receive(now, netip.AddrFrom4([4]byte{10, 9, 1, byte(i / 100)}), false, connectPkt(uint32(100000+i), 9, nil))
+			honest++
+		}
+		for {
+			d, ok := e.Transmit(now, buf)
+			if !ok {
+				break
+			}
+			if p, err := wire.Parse(buf[:d.Len]); err == nil && p.Prefix().Opcode() == wire.OpChallenge {
+				challenged[d.Dst]++
+			}
+		}
+	}
+	answered := len(challenged)
+	if challenged[flood] > 0 {
+		answered--
+	}
+	if answered != honest {
+		t.Errorf("%d of %d honest CONNECTs challenged during a flood from one host", answered, honest)
+	}
+	if half := transport.Defaults.ResetRate / 2; challenged[flood] > half {
+		t.Errorf("the flooding host drew %d CHALLENGEs in 1 ms, want at most half the limit, %d", challenged[flood], half)
 	}
 }
 
