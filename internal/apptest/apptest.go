@@ -25,6 +25,7 @@ import (
 // Host is one in-process daemon.
 type Host struct {
 	Addr netip.Addr // the engine's address: where peers connect
+	Port uint16     // its MetaRoCE UDP port
 	Sock string     // its control socket
 	Srv  *control.Server
 	Eng  *dataplane.Engine
@@ -81,7 +82,7 @@ func Start(t testing.TB, addr netip.Addr, link dataplane.Link, cfg transport.Con
 		t.Fatal(err)
 	}
 	e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
-	h := &Host{Addr: addr, Sock: sock, Eng: e, done: make(chan struct{}, 2)}
+	h := &Host{Addr: addr, Port: ep.Config().Port, Sock: sock, Eng: e, done: make(chan struct{}, 2)}
 	h.Srv = control.NewServer(limits, []*control.Engine{{E: e, D: d, Local: addr}}, nil,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := control.Listen(sock, 0o600, -1)
