@@ -461,3 +461,39 @@ func TestStaleAckNoRTTSample(t *testing.T) {
 		t.Fatalf("smoothed RTT %v after the write's own ack (link round trip 104 us)", time.Duration(got))
 	}
 }
+
+// TestRingFullOfProbesNothingInFlight (FuzzConnection): a forged packet
+// moves the receiver's highest sequence of the connection's only path
+// ahead of the sender's (§13), so every ack of that path is bogus to the
+// sender. Idle, the connection's keepalive PROBEs (§4.4) then stay
+// unresolved in the path's ring until it is full, with no PSN in flight
+// and so no retransmission timer. A WRITE posted then found no path with
+// room and no timer to make any: it never completed. It must end, here
+// by the connection failing on its retry limit, since no ack can get
+// through.
+func TestRingFullOfProbesNothingInFlight(t *testing.T) {
+	l := newTLink(t, Config{Paths: 1, PathRing: 16}, 1<<16)
+	l.connect()
+	a, b := l.conns[0], l.conns[1]
+	if err := a.PostWrite(&WorkRequest{WRID: 0, Local: pattern(64, 1), RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+		t.Fatal(err)
+	}
+	l.run(Time(10*time.Millisecond), func() bool { return l.done(0, OpWrite) == 1 })
+	p := &a.snd.paths[0]
+	forged := wire.AppendData(nil, &wire.DataHeader{Opcode: wire.OpWrite, DstConn: b.localID,
+		PSN: b.rcv.cum - 1, PathID: 0, PathSeq: p.nextSeq + 1000, MsgLen: 8, RemoteAddr: regionBase, RKey: regionKey}, make([]byte, 8))
+	l.inject(0, 0, forged, 0)
+	l.run(Time(60*time.Second), nil)
+	if !p.full() {
+		t.Fatalf("the path's ring holds %d of %d after a minute idle: the scenario needs it full", p.nextSeq-p.oldest, p.mask+1)
+	}
+	if err := a.PostWrite(&WorkRequest{WRID: 1, Local: pattern(64, 2), RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+		t.Fatal(err)
+	}
+	l.run(Time(30*time.Second), func() bool { return l.done(0, OpWrite) == 2 })
+	if l.done(0, OpWrite) != 2 {
+		t.Fatalf("the WRITE posted behind a full ring did not complete in 30 s (in flight %d, retransmission timer %v)",
+			a.snd.inflight, time.Duration(a.snd.rtoDeadline))
+	}
+	t.Logf("completions: %v", l.cq[0][len(l.cq[0])-1])
+}

@@ -525,7 +525,7 @@ func (c *Conn) senderTimer(now Time) {
 	}
 	if s.rtoDeadline != 0 && now >= s.rtoDeadline {
 		s.rtoDeadline = 0
-		if s.inflight == 0 {
+		if s.inflight == 0 && !s.ringWait {
 			c.responseTimeout(now)
 			return
 		}
@@ -750,6 +750,7 @@ func (s *sender) flush(c *Conn, st Status) {
 	s.inflight, s.rnrWaiting, s.inflightBytes, s.readsWaiting = 0, 0, 0, 0
 	s.keepalive, s.peerAnswered = false, false
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
+	s.ringWait = false
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}
 }

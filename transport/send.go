@@ -145,7 +145,10 @@ type sender struct {
 	// peerAnswered: an RNR or OUT_OF_WINDOW NACK held a PSN since the
 	// retransmission timer last expired (recovery.go senderTimer).
 	peerAnswered bool
-	inflight     int // PSNs in psInflight
+	// ringWait: a packet found no path with room in its ring since the
+	// last one was sent (armRingTimer).
+	ringWait bool
+	inflight int // PSNs in psInflight
 	// Congestion control (congestion/): nil for "none". The window bounds
 	// payload bytes in flight; the pacer spaces packets at its rate.
 	cc            congestion.Controller
@@ -240,6 +243,21 @@ func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
 	return nil
 }
 
+// armRingTimer runs the retransmission timer when a packet waits for room
+// in a path's ring. Rings drain as acks resolve their transmissions; a
+// ring can instead stay full of transmissions no ack will ever resolve
+// (superseded by retransmissions, or made unackable when a duplicate or
+// forged packet moved the receiver's path sequence past them, §13) with
+// nothing in flight, and then no other timer runs. The expiry resolves
+// the transmissions older than its horizon (senderTimer), which frees
+// the ring.
+func (s *sender) armRingTimer(now Time) {
+	s.ringWait = true
+	if s.rtoDeadline == 0 {
+		s.rtoDeadline = now + Time(s.rto)
+	}
+}
+
 func packetsFor(n, mp int) uint32 {
 	if n == 0 {
 		return 1
@@ -286,6 +304,7 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 		}
 		pi := s.pickPath(int(r.path))
 		if pi < 0 {
+			s.armRingTimer(now)
 			return 0, 0
 		}
 		s.retxQ.pop()
@@ -335,6 +354,7 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 				m.segOff -= n
 				m.segPkts--
 			}
+			s.armRingTimer(now)
 			return 0, 0
 		}
 		if last {
@@ -371,6 +391,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	r.path = uint16(pi)
 	r.pseq = seq
 	r.sent = now
+	s.ringWait = false
 	if r.tx < 255 {
 		r.tx++
 	}
