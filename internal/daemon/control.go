@@ -15,6 +15,7 @@ import (
 	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
+	"github.com/metaroce/metaroce/dataplane/xsk"
 	"github.com/metaroce/metaroce/transport"
 )
 
@@ -56,6 +57,7 @@ type EngineStatus struct {
 	Conns     int                `json:"connections"`
 	Transport transport.Stats    `json:"transport"`
 	XDP       *bpf.Counters      `json:"xdp,omitempty"`
+	XSK       *xsk.Stats         `json:"xsk,omitempty"` // the AF_XDP socket's kernel counters
 	RxPackets uint64             `json:"rx_packets"`
 	TxPackets uint64             `json:"tx_packets"`
 	Sleeps    uint64             `json:"sleeps"`
@@ -157,6 +159,11 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			if en.xdp != nil {
 				if c, err := en.xdp.Program.Counters(); err == nil {
 					st.XDP = &c
+				}
+			}
+			if en.afx != nil {
+				if x, err := en.afx.Socket().Stats(); err == nil {
+					st.XSK = &x
 				}
 			}
 			resp.Engines = append(resp.Engines, st)

@@ -57,6 +57,16 @@ type DemoResult struct {
 	SwitchDropped    uint64  `json:"switch_dropped"`
 	Retransmitted    uint64  `json:"packets_retransmitted"`
 	PacketsSent      uint64  `json:"packets_sent"`
+	// What became of the retransmitted packets, to tell loss from
+	// spurious retransmission on a link the switch did not drop on: the
+	// sender's retransmissions of data the receiver had (its acks said so
+	// later), its timeouts, the data packets the receiver got twice, and
+	// the frames the receiving host dropped before its engine (the AF_XDP
+	// socket's RX ring full or fill ring empty, summed over its engines).
+	SpuriousRetx       uint64 `json:"spurious_retransmissions"`
+	Timeouts           uint64 `json:"timeouts"`
+	ReceiverDuplicates uint64 `json:"receiver_duplicates"`
+	ReceiverXSKDropped uint64 `json:"receiver_xsk_dropped"`
 	UDPBackendGbps   float64 `json:"udp_backend_gbps"`
 	RawAFXDPGbps     float64 `json:"raw_afxdp_gbps"`
 	RawAFXDPRTTP50us float64 `json:"raw_afxdp_rtt_p50_us"`
@@ -261,6 +271,8 @@ func demo(o demoOpts) (*DemoResult, error) {
 		res.WriteRTTP50us, res.WriteRTTP99us = lat.Rows[0].RTTP50us, lat.Rows[0].RTTP99us
 		res.DataVerified = bw.Verified && lat.Verified
 		countersAfter(res, func() (*daemon.Response, error) { return ca.Do(daemon.Request{Op: "status"}) }, star.Switch.Dropped)
+		lossCounters(res, func() (*daemon.Response, error) { return ca.Do(daemon.Request{Op: "status"}) },
+			func() (*daemon.Response, error) { return cb.Do(daemon.Request{Op: "status"}) })
 		return nil
 	})
 	if err != nil {
@@ -324,6 +336,32 @@ func countersAfter(res *DemoResult, status func() (*daemon.Response, error), dro
 		return
 	}
 	res.SwitchDropped = n
+}
+
+// lossCounters records where the retransmissions came from (DemoResult's
+// SpuriousRetx and the fields after it), from the sender's and the
+// receiver's status after the runs.
+func lossCounters(res *DemoResult, sender, receiver func() (*daemon.Response, error)) {
+	st, err := sender()
+	if err != nil {
+		res.Errors = append(res.Errors, "sender status after the runs: "+err.Error())
+		return
+	}
+	for _, e := range st.Engines {
+		res.SpuriousRetx += e.Transport.SpuriousRetx
+		res.Timeouts += e.Transport.Timeouts
+	}
+	rt, err := receiver()
+	if err != nil {
+		res.Errors = append(res.Errors, "receiver status after the runs: "+err.Error())
+		return
+	}
+	for _, e := range rt.Engines {
+		res.ReceiverDuplicates += e.Transport.Duplicates
+		if x := e.XSK; x != nil {
+			res.ReceiverXSKDropped += x.RxRingFull + x.RxFillRingEmptyDescs + x.RxDropped
+		}
+	}
 }
 
 // runPerfPair runs `metaroce perf test` as a server process in b's
