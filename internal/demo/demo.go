@@ -46,30 +46,30 @@ type DemoResult struct {
 	// Every latency here is a whole round trip, as its name says: a
 	// 64-byte WRITE out and the peer's answer back, through the client
 	// API on both ends (perf write-lat).
-	WriteRTTP50us    float64 `json:"write_rtt_p50_us"`
-	WriteRTTP99us    float64 `json:"write_rtt_p99_us"`
-	XDPMode          string  `json:"xdp_mode"`
-	ZeroCopy         bool    `json:"zerocopy"`
-	Backend          string  `json:"backend"`
-	BackendWhy       string  `json:"backend_note,omitempty"`
-	Loss             float64 `json:"loss"`
-	MTU              int     `json:"mtu"`
-	SwitchDropped    uint64  `json:"switch_dropped"`
-	Retransmitted    uint64  `json:"packets_retransmitted"`
-	PacketsSent      uint64  `json:"packets_sent"`
+	WriteRTTP50us float64 `json:"write_rtt_p50_us"`
+	WriteRTTP99us float64 `json:"write_rtt_p99_us"`
+	XDPMode       string  `json:"xdp_mode"`
+	ZeroCopy      bool    `json:"zerocopy"`
+	Backend       string  `json:"backend"`
+	BackendWhy    string  `json:"backend_note,omitempty"`
+	Loss          float64 `json:"loss"`
+	MTU           int     `json:"mtu"`
+	SwitchDropped uint64  `json:"switch_dropped"`
+	Retransmitted uint64  `json:"packets_retransmitted"`
+	PacketsSent   uint64  `json:"packets_sent"`
 	// What became of the retransmitted packets, to tell loss from
 	// spurious retransmission on a link the switch did not drop on: the
 	// sender's retransmissions of data the receiver had (its acks said so
 	// later), its timeouts, the data packets the receiver got twice, and
 	// the frames the receiving host dropped before its engine (the AF_XDP
 	// socket's RX ring full or fill ring empty, summed over its engines).
-	SpuriousRetx       uint64 `json:"spurious_retransmissions"`
-	Timeouts           uint64 `json:"timeouts"`
-	ReceiverDuplicates uint64 `json:"receiver_duplicates"`
-	ReceiverXSKDropped uint64 `json:"receiver_xsk_dropped"`
-	UDPBackendGbps   float64 `json:"udp_backend_gbps"`
-	RawAFXDPGbps     float64 `json:"raw_afxdp_gbps"`
-	RawAFXDPRTTP50us float64 `json:"raw_afxdp_rtt_p50_us"`
+	SpuriousRetx       uint64  `json:"spurious_retransmissions"`
+	Timeouts           uint64  `json:"timeouts"`
+	ReceiverDuplicates uint64  `json:"receiver_duplicates"`
+	ReceiverXSKDropped uint64  `json:"receiver_xsk_dropped"`
+	UDPBackendGbps     float64 `json:"udp_backend_gbps"`
+	RawAFXDPGbps       float64 `json:"raw_afxdp_gbps"`
+	RawAFXDPRTTP50us   float64 `json:"raw_afxdp_rtt_p50_us"`
 	// TCPRTTP50us is a TCP ping-pong's round trip (64 bytes, TCP_NODELAY,
 	// blocking reads and writes) through the same lossy switch.
 	TCPRTTP50us float64 `json:"tcp_rtt_p50_us"`
