@@ -373,7 +373,6 @@ func TestDeferredAcceptPrivateData(t *testing.T) {
 	}
 }
 
-
 // TestCloseBothSides (§7.7): Close flushes what is outstanding and both
 // ends report OpClosed and forget the connection.
 func TestCloseBothSides(t *testing.T) {

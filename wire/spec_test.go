@@ -106,6 +106,7 @@ func specReset(secret []byte, id uint32) [wire.ResetTokenLen]byte {
 	_, t := specResetToken(secret, id)
 	return t
 }
+
 // specCookie computes the §7.4 cookie: the issue time in seconds, then the
 // first 12 bytes of HMAC-SHA256(secret, peer address as 16 bytes | peer
 // connection id | service | issue time), integers big-endian.
