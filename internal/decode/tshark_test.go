@@ -550,7 +550,7 @@ func traffic(t *testing.T, ctx context.Context, sockA, sockB string, b *testnet.
 	defer ccancel()
 	acc := make(chan error, 1)
 	go func() { _, err := qb.Accept(cctx); acc <- err }()
-	if err := qa.Connect(cctx, b.IPv4, qb.Num); err != nil {
+	if err := qa.Connect(cctx, b.IPv4, qb.Num, qb.Token); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	if err := <-acc; err != nil {
