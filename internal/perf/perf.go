@@ -48,14 +48,14 @@ type perfOpts struct {
 
 // perfInfo is what each side tells the other out of band.
 type perfInfo struct {
-	Addr  string   `json:"addr"` // the daemon engine's address: where queue pairs connect
-	QPNs  []uint32 `json:"qpns"`
+	Addr string   `json:"addr"` // the daemon engine's address: where queue pairs connect
+	QPNs []uint32 `json:"qpns"`
 	// Tokens are the queue pairs' tokens (spec §7.3), one per QPN.
 	Tokens []uint64 `json:"tokens"`
-	Key   uint32   `json:"key"`
-	RAddr uint64   `json:"raddr"`
-	Len   int      `json:"len"`
-	Seed  uint64   `json:"seed,omitempty"`
+	Key    uint32   `json:"key"`
+	RAddr  uint64   `json:"raddr"`
+	Len    int      `json:"len"`
+	Seed   uint64   `json:"seed,omitempty"`
 	// Done closes a run: the client's results, the server's verdict.
 	Done     bool     `json:"done,omitempty"`
 	Verified *bool    `json:"verified,omitempty"`
