@@ -676,7 +676,9 @@ func TestInstallWireshark(t *testing.T) {
 func TestTsharkTruncated(t *testing.T) {
 	needTshark(t)
 	_, frames := storyFrames(t)
-	const snap = 42 + wire.DataLen + 4 // headers, the data header, part of the payload
+	// Headers and the largest fixed header (conn, 84 bytes): data packets
+	// are cut inside their payload, conn packets with private data inside it.
+	const snap = 42 + wire.ConnLen + 4
 	var b bytes.Buffer
 	w, _ := NewWriter(&b)
 	full := len(frames)
