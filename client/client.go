@@ -182,7 +182,11 @@ func (c *Client) do(req proto.Request, resp *proto.Response, fds ...int) ([]*os.
 		if !ok {
 			kind = ErrDaemonError
 		}
-		return nil, &opError{kind: kind, op: req.Op, pe: pe}
+		oe := &opError{kind: kind, op: req.Op, pe: pe}
+		if rj := resp.Rejection; rj != nil {
+			return nil, &RejectedError{Reason: rj.Reason, AppReason: rj.AppReason, Private: rj.Private, err: oe}
+		}
+		return nil, oe
 	}
 	return r.files, nil
 }
@@ -205,6 +209,28 @@ func (e *opError) Error() string {
 }
 
 func (e *opError) Unwrap() []error { return []error{e.kind, e.pe} }
+
+// RejectedError is a connect the peer refused (rdma_cm's
+// RDMA_CM_EVENT_REJECTED): errors.Is matches ErrConnect, and its fields
+// say why. Reason is the REJECT's ("no_service": nothing listens there
+// with that token, "limit", "application": the listening application
+// refused); for "application", AppReason and Private are what it gave
+// Reject.
+type RejectedError struct {
+	Reason    string
+	AppReason uint16
+	Private   []byte
+	err       *opError
+}
+
+func (e *RejectedError) Error() string {
+	if e.Reason == "application" {
+		return fmt.Sprintf("%v (application reason %d)", e.err, e.AppReason)
+	}
+	return e.err.Error()
+}
+
+func (e *RejectedError) Unwrap() error { return e.err }
 
 func closeAll(fs []*os.File) {
 	for _, f := range fs {

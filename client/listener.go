@@ -17,31 +17,38 @@ import (
 // or rejects it. A Listener is safe for concurrent use like its Client
 // (each call is one request on the session).
 //
-// The daemon's transport accepted the connection at the handshake, so
-// the connecting side's Connect returns before the application decides;
-// a rejected connection then closes (the peer sees EventPeerClosed), and
-// completions the peer's requests cause before the accept (its WRITEs
-// with immediate) are not reported. Connection private data and a
-// REJECT with the application's reason need a wire change (not yet).
+// The transport holds each connection Pending until the application
+// decides (docs/spec.md §7.3): the connecting side's Connect returns when
+// the application accepts, with the private data it gave Accept, or
+// fails with a *RejectedError carrying the reason and private data it
+// gave Reject. A connecting side must present the listener's Token,
+// unless the listener is public; without it the connect fails exactly as
+// if nothing listened there, so a scan cannot find the listener.
 type Listener struct {
 	c       *Client
 	Service uint32     // what peers connect to (their remote queue pair number)
+	Token   uint64     // what their Connect must carry (0: a public listener)
 	Local   netip.Addr // the engine's address
 }
 
 // ListenOptions shape a listener (zero: the daemon's defaults).
 type ListenOptions struct {
 	Engine  int // the engine its connections' queue pairs must be on
-	Backlog int // requests that may wait (0: 64); more are closed at once
+	Backlog int // requests that may wait (0: 64); more are refused (REJECT LIMIT)
+	// Public makes a listener that needs no token (Token 0): anyone who
+	// knows the service number may connect, as to a TCP port, and a scan
+	// of numbers finds it. The default is a secret token.
+	Public bool
 }
 
 // Listen makes a listener.
 func (c *Client) Listen(o ListenOptions) (*Listener, error) {
 	var r proto.Response
-	if _, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpListen}, Engine: o.Engine, Backlog: o.Backlog}, &r); err != nil {
+	if _, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpListen}, Engine: o.Engine, Backlog: o.Backlog,
+		Public: o.Public}, &r); err != nil {
 		return nil, err
 	}
-	l := &Listener{c: c, Service: r.Service}
+	l := &Listener{c: c, Service: r.Service, Token: r.Token}
 	l.Local, _ = netip.ParseAddr(r.Local)
 	return l, nil
 }
@@ -51,6 +58,8 @@ type ConnRequest struct {
 	l    *Listener
 	id   uint64
 	Peer netip.Addr
+	// Private is the private data of the peer's connect.
+	Private []byte
 }
 
 // GetRequest waits for the next connection request (rdma_get_cm_event's
@@ -69,7 +78,7 @@ func (l *Listener) GetRequest(ctx context.Context) (*ConnRequest, error) {
 			if perr != nil {
 				return nil, fmt.Errorf("%w: get_request: peer %q", ErrDaemonError, r.Peer)
 			}
-			return &ConnRequest{l: l, id: r.Request, Peer: p}, nil
+			return &ConnRequest{l: l, id: r.Request, Peer: p, Private: r.Private}, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -81,22 +90,26 @@ func (l *Listener) GetRequest(ctx context.Context) (*ConnRequest, error) {
 }
 
 // Accept binds the request's connection to q, an idle queue pair of the
-// same session and engine: q is connected to the peer when it returns,
-// and reports EventConnected.
-func (r *ConnRequest) Accept(q *QP) error {
+// same session and engine, and sends the peer ACCEPT with private (at
+// most MaxPrivate bytes; nil for none): q is connected to the peer when
+// it returns, and reports EventConnected.
+func (r *ConnRequest) Accept(q *QP, private []byte) error {
 	var resp proto.Response
 	_, err := r.l.c.do(proto.Request{Header: proto.Header{Op: proto.OpAcceptRequest}, Service: r.l.Service,
-		Request: r.id, QPN: q.Num}, &resp)
+		Request: r.id, QPN: q.Num, Private: private}, &resp)
 	if err == nil {
 		q.state = QPConnected
 	}
 	return err
 }
 
-// Reject closes the request's connection.
-func (r *ConnRequest) Reject() error {
+// Reject refuses the request: the peer's connect fails with a
+// *RejectedError of Reason "application" carrying reason and private (at
+// most MaxPrivate bytes).
+func (r *ConnRequest) Reject(reason uint16, private []byte) error {
 	var resp proto.Response
-	_, err := r.l.c.do(proto.Request{Header: proto.Header{Op: proto.OpRejectRequest}, Service: r.l.Service, Request: r.id}, &resp)
+	_, err := r.l.c.do(proto.Request{Header: proto.Header{Op: proto.OpRejectRequest}, Service: r.l.Service, Request: r.id,
+		AppReason: reason, Private: private}, &resp)
 	return err
 }
 

@@ -30,6 +30,7 @@ type QPOptions struct {
 type QP struct {
 	c          *Client
 	Num        uint32     // the number a peer connects to
+	Token      uint64     // what a peer's Connect must carry: ship it with Num (docs/api.md)
 	Local      netip.Addr // the engine's address (what a peer connects to)
 	MaxPayload int        // payload bytes per packet on this engine
 
@@ -62,7 +63,7 @@ func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 	if len(files) != 3 {
 		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 3", ErrDaemonError, len(files))
 	}
-	q := &QP{c: c, Num: r.QPN, MaxPayload: r.MaxPayload, spin: o.Spin}
+	q := &QP{c: c, Num: r.QPN, Token: r.Token, MaxPayload: r.MaxPayload, spin: o.Spin}
 	if q.spin == 0 {
 		q.spin = SpinBeforeSleep
 	}
@@ -120,20 +121,46 @@ func (q *QP) release() {
 	}
 }
 
-// Connect connects the queue pair to queue pair remote on peer, waiting
-// until the connection is up, ctx ends, or the transport gives up.
-func (q *QP) Connect(ctx context.Context, peer netip.Addr, remote uint32) error {
-	req := proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: q.Num, Peer: peer.String(), RemoteQPN: remote}
+// Connect connects the queue pair to queue pair (or listener) remote on
+// peer, presenting its token (the peer's QP.Token or Listener.Token,
+// shipped out of band; 0 for a public listener), waiting until the
+// connection is up, ctx ends, or the transport gives up. A wrong token
+// fails like a number nothing listens on: a *RejectedError with Reason
+// "no_service".
+func (q *QP) Connect(ctx context.Context, peer netip.Addr, remote uint32, token uint64) error {
+	_, err := q.ConnectWith(ctx, peer, remote, ConnectOptions{Token: token})
+	return err
+}
+
+// ConnectOptions are what a connect carries to the listening application.
+type ConnectOptions struct {
+	Token   uint64 // the remote's token
+	Private []byte // at most MaxPrivate bytes, shown to the listener's application
+}
+
+// MaxPrivate bounds connection private data (docs/spec.md §7.1).
+const MaxPrivate = proto.MaxPrivate
+
+// ConnectWith is Connect with private data; it returns the private data
+// of the peer's ACCEPT. A refusal is a *RejectedError (errors.As), with
+// the listening application's reason and private data if it rejected.
+func (q *QP) ConnectWith(ctx context.Context, peer netip.Addr, remote uint32, o ConnectOptions) ([]byte, error) {
+	if len(o.Private) > MaxPrivate {
+		return nil, fmt.Errorf("%w: %d bytes of private data, at most %d", ErrBadRequest, len(o.Private), MaxPrivate)
+	}
+	req := proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: q.Num, Peer: peer.String(), RemoteQPN: remote,
+		Token: o.Token, Private: o.Private}
 	if d, ok := ctx.Deadline(); ok {
 		req.TimeoutMS = max(1, int(time.Until(d)/time.Millisecond))
 	}
 	var r proto.Response
 	q.state = QPConnecting
 	_, err := q.c.do(req, &r)
-	if err == nil {
-		q.state = QPConnected
+	if err != nil {
+		return nil, err
 	}
-	return err
+	q.state = QPConnected
+	return r.Private, nil
 }
 
 // Accept waits until a remote queue pair connects to this one, and

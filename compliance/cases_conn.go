@@ -40,7 +40,7 @@ var connCases = []Case{
 			c := t.dial(connOpts{})
 			r := t.expectConn(c.ID, wire.OpChallenge)
 			h := r.pkt.Conn()
-			t.check(len(r.b) == 60, "CHALLENGE is %d bytes, want 60", len(r.b))
+			t.check(len(r.b) == 88, "CHALLENGE is %d bytes, want 88", len(r.b))
 			t.check(h.SrcConn() == 0, "CHALLENGE SrcConn %s, want 0", hex32(h.SrcConn()))
 			t.check(h.Service() == t.o.Service, "CHALLENGE Service %s, want the CONNECT's", hex32(h.Service()))
 			t.check(h.Flags() == 0, "CHALLENGE flags %#x", h.Flags())
@@ -64,13 +64,49 @@ var connCases = []Case{
 			t.check(a.Flags == 0, "ACCEPT flags %#x", a.Flags)
 			t.Notef("target: RecvWindow %d, MsgWindow %d, MaxPayload %d, Paths %d", a.RecvWindow, a.MsgWindow, a.MaxPayload, a.Paths)
 		}},
-	{ID: "conn-no-service", Clause: "7.5", Also: []string{"7.3"}, Title: "CONNECT for a service not served draws REJECT NO_SERVICE",
+	{ID: "conn-no-service", Clause: "7.5", Also: []string{"7.3"}, Title: "CONNECT for a service not served is challenged like any other, and with the cookie draws REJECT NO_SERVICE",
 		Run: func(t *T) {
-			c := t.dial(connOpts{service: t.o.Service ^ 0x5a5a0000})
+			o := connOpts{service: t.o.Service ^ 0x5a5a0000}
+			c := t.dial(o)
+			ch := t.expectConn(c.ID, wire.OpChallenge) // the first step says nothing about services
+			copy(c.cookie[:], ch.pkt.Conn().Cookie())
+			c.sendConnect(o, c.cookie)
 			r := t.expectConn(c.ID, wire.OpReject)
 			t.check(r.pkt.Conn().Reason() == wire.ReasonNoService, "REJECT reason %d, want NO_SERVICE", r.pkt.Conn().Reason())
 			t.check(r.pkt.Conn().SrcConn() == 0, "REJECT SrcConn %s, want 0", hex32(r.pkt.Conn().SrcConn()))
+			t.check(len(r.b) == 88, "REJECT is %d bytes, want 88", len(r.b))
 			t.none("no ACCEPT for an unserved service", isConnTo(c.ID, wire.OpAccept))
+		}},
+	{ID: "conn-wrong-token", Clause: "7.3", Also: []string{"7.5", "13"}, Title: "a CONNECT with the cookie but another token than the service's draws the same REJECT NO_SERVICE as a missing service",
+		Run: func(t *T) {
+			// The target's service is public (token 0): token 1 is wrong.
+			reject := func(o connOpts) *rxPacket {
+				c := t.dial(o)
+				ch := t.expectConn(c.ID, wire.OpChallenge)
+				copy(c.cookie[:], ch.pkt.Conn().Cookie())
+				c.sendConnect(o, c.cookie)
+				r := t.expectConn(c.ID, wire.OpReject)
+				t.none("no ACCEPT", isConnTo(c.ID, wire.OpAccept))
+				return r
+			}
+			wrong := reject(connOpts{token: 0x5ec2e7})
+			missing := reject(connOpts{service: t.o.Service ^ 0x5a5a0000})
+			// Equal but for DstConn, Timestamp and the CRC over them.
+			w, m := wrong.b[8:32], missing.b[8:32]
+			t.check(string(w) == string(m) && string(wrong.b[40:len(wrong.b)-4]) == string(missing.b[40:len(missing.b)-4]) &&
+				len(wrong.b) == len(missing.b), "REJECT for a wrong token\n% x\ndiffers from one for a missing service\n% x", wrong.b, missing.b)
+		}},
+	{ID: "conn-private-data", Clause: "7.1", Also: []string{"7.3"}, Title: "a CONNECT with 64 bytes of private data is accepted; 65 draw nothing",
+		Run: func(t *T) {
+			t.connect(connOpts{private: pattern(64, 9)})
+			c := &Conn{t: t, ID: rand32() | 1, InitPSN: 7}
+			h := c.connectHeader(connOpts{}, [16]byte{})
+			b := wire.AppendConn(nil, &h)
+			b = append(b[:len(b)-4], make([]byte, 65+4)...)
+			b[82], b[83] = 0, 65
+			wire.Seal(b)
+			t.send(b, sendOpts{})
+			t.none("reply to a CONNECT with 65 bytes of private data", isConnTo(c.ID, wire.OpChallenge))
 		}},
 	{ID: "conn-forged-cookie", Clause: "7.4", Title: "CONNECT with a forged cookie is challenged again, never accepted",
 		Run: func(t *T) {
@@ -178,14 +214,14 @@ var connCases = []Case{
 				h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: id, InitialPSN: 1, Service: t.o.Service, RecvWindow: 1024,
 					MaxPayload: 1384, MsgWindow: 256, Timestamp: stamp()}
 				run = wire.AppendConn(run, &h)
-				if len(run) == 64*60 || i == n-1 {
+				if len(run) == 64*88 || i == n-1 {
 					bufs = append(bufs, run)
 					run = nil
 				}
 			}
 			start := time.Now()
 			for _, b := range bufs {
-				if err := t.p.sendSegments(b, 60, sendOpts{sport: 50997}); err != nil {
+				if err := t.p.sendSegments(b, 88, sendOpts{sport: 50997}); err != nil {
 					t.Fatalf("suite: GSO send: %v", err)
 				}
 			}
@@ -206,7 +242,7 @@ var connCases = []Case{
 			per := map[uint32]int{}
 			for _, r := range got {
 				t.check(r.pkt.Conn().Opcode() == wire.OpChallenge, "flood drew %v", r.pkt.Conn().Opcode())
-				t.check(len(r.b) == 60, "stateless reply of %d bytes", len(r.b))
+				t.check(len(r.b) == 88, "stateless reply of %d bytes", len(r.b))
 				per[r.pkt.Conn().DstConn()]++
 			}
 			for id, k := range per {
@@ -256,7 +292,7 @@ var connCases = []Case{
 							MaxPayload: 1384, MsgWindow: 256, Timestamp: stamp()}
 						run = wire.AppendConn(run, &h)
 					}
-					if err := t.p.sendSegments(run, 60, sendOpts{sport: 50996}); err != nil {
+					if err := t.p.sendSegments(run, 88, sendOpts{sport: 50996}); err != nil {
 						t.Fatalf("suite: GSO send: %v", err)
 					}
 				}
@@ -351,8 +387,24 @@ var connCases = []Case{
 			t.check(r.pkt.Conn().SrcConn() == peer, "DISCONNECT_ACK SrcConn %s, want %s", hex32(r.pkt.Conn().SrcConn()), hex32(peer))
 			p := c.validWrite(pattern(8, 2))
 			c.sendPkt(p, tx{path: 1})
-			checkReset(t, t.expect("RESET for data on the closed connection", isResetFor(peer)), peer)
+			r = t.expect("RESET for data on the closed connection", isResetFor(peer))
+			checkReset(t, r, peer)
+			// The target has forgotten the connection, yet proves the
+			// RESET with the token its ACCEPT announced (§7.6).
+			t.check(string(r.pkt.Conn().ResetToken()) == string(c.accept.ResetToken[:]),
+				"RESET token % x, the ACCEPT announced % x", r.pkt.Conn().ResetToken(), c.accept.ResetToken[:])
 			c.Peer = 0
+		}},
+	{ID: "conn-reset-bad-token", Clause: "7.6", Also: []string{"13"}, Title: "RESET naming the connection but carrying another reset token is ignored",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			for _, dst := range []uint32{0, c.Peer} {
+				h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: dst, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
+				h.ResetToken[5] ^= 0x20
+				t.send(wire.AppendConn(nil, &h), sendOpts{})
+			}
+			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
+			c.cumNow() // still acked: the connection lives
 		}},
 	{ID: "conn-disconnect-unknown", Clause: "7.7", Title: "DISCONNECT for a connection the target does not have still draws DISCONNECT_ACK",
 		Run: func(t *T) {
@@ -365,7 +417,7 @@ var connCases = []Case{
 	{ID: "conn-reset-by-peer", Clause: "7.6", Also: []string{"7.5"}, Title: "RESET naming the connection (any reason value) ends it; its id then draws RESET",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
-			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: 0x99, Timestamp: stamp()}
+			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: 0x99, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &h), sendOpts{})
 			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
 			peer := c.Peer
@@ -376,7 +428,7 @@ var connCases = []Case{
 	{ID: "conn-reset-wrong-dst", Clause: "7.6", Title: "RESET whose DstConn is neither 0 nor the connection's id is ignored",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
-			h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: c.Peer ^ 0x100, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: c.Peer ^ 0x100, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &h), sendOpts{})
 			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
 			c.cumNow() // still acked: the connection lives

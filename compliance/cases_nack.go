@@ -223,7 +223,7 @@ var nackCases = []Case{
 			}
 			c := t.connect(connOpts{})
 			c.cumNow()
-			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &h), sendOpts{})
 			c.Peer = 0
 			ev := c.eventually("flushed receive buffers", func(ev []Event) bool { return len(ev) > 0 })

@@ -125,7 +125,7 @@ var recvCases = []Case{
 			var a wire.ConnHeader
 			a.Decode(t.expectConn(c.ID, wire.OpAccept).pkt.Conn())
 			t.Notef("first id %s, new id %s", hex32(first), hex32(a.SrcConn))
-			rs := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			rs := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &rs), sendOpts{})
 			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
 			c.Peer = a.SrcConn
@@ -144,7 +144,7 @@ var recvCases = []Case{
 	{ID: "conn-reset-own-id", Clause: "7.6", Title: "a RESET whose DstConn is the connection's own id ends it",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
-			h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			h := wire.ConnHeader{Opcode: wire.OpReset, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &h), sendOpts{})
 			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
 			peer := c.Peer
@@ -297,7 +297,7 @@ var recvCases = []Case{
 	{ID: "conn-reset-wrong-address", Clause: "7.6", Needs: NeedAlt, Title: "a RESET from another address than the peer's is ignored",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})
-			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp()}
+			h := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: c.ID, Reason: wire.ReasonUnknownConn, Timestamp: stamp(), ResetToken: c.resetTok}
 			t.send(wire.AppendConn(nil, &h), sendOpts{from: t.o.AltLocal})
 			t.wait(t.o.Quiet, func(*rxPacket) bool { return false })
 			c.cumNow() // acked: the connection lives

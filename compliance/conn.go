@@ -41,6 +41,8 @@ type connOpts struct {
 	msgWindow  uint16
 	service    uint32
 	from       netip.Addr
+	token      uint64 // the service's token (§7.3); the target's services are public
+	private    []byte // private data of the CONNECT
 }
 
 // Conn is the suite's end of one connection to the target.
@@ -51,6 +53,9 @@ type Conn struct {
 	from   netip.Addr
 	accept wire.ConnHeader // the target's ACCEPT
 	cookie [wire.CookieLen]byte
+	// resetTok is the suite's reset token for this connection, announced
+	// in its CONNECT; its RESETs carry it (§7.6).
+	resetTok [wire.ResetTokenLen]byte
 
 	InitPSN wire.PSN // ours
 	next    wire.PSN // our next new PSN
@@ -133,9 +138,16 @@ func (c *Conn) connectHeader(o connOpts, cookie [wire.CookieLen]byte) wire.ConnH
 	if o.service == 0 {
 		o.service = c.t.o.Service
 	}
-	return wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: c.ID, InitialPSN: c.InitPSN, Service: o.service,
+	if c.resetTok == ([wire.ResetTokenLen]byte{}) {
+		for i := 0; i < wire.ResetTokenLen; i += 4 {
+			binary.BigEndian.PutUint32(c.resetTok[i:], rand32())
+		}
+	}
+	h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: c.ID, InitialPSN: c.InitPSN, Service: o.service,
 		RecvWindow: o.recvWindow, MaxPayload: o.maxPayload, MsgWindow: o.msgWindow, Paths: suitePaths,
-		Timestamp: stamp(), Cookie: cookie}
+		Timestamp: stamp(), Cookie: cookie, Token: o.token, ResetToken: c.resetTok}
+	h.SetPrivate(o.private)
+	return h
 }
 
 func (c *Conn) sendConnect(o connOpts, cookie [wire.CookieLen]byte) {

@@ -8,6 +8,7 @@ import (
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
 )
 
 // wrBatch is how many work requests one Step takes from one send queue:
@@ -295,13 +296,17 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		return
 	}
 	q := d.byConn[c.Conn]
+	if q == nil && c.Op == transport.OpRequest {
+		if l := d.listeners[c.Conn.Service()]; l != nil {
+			d.enqueue(now, l, c.Conn)
+		} else {
+			c.Conn.Close(now) // the listener went away meanwhile
+		}
+		return
+	}
 	if q == nil && c.Op == transport.OpConnected && c.Status == transport.StatusOK {
 		q = d.accept(e, now, c.Conn)
 		if q != nil {
-			return
-		}
-		if l := d.listeners[c.Conn.Service()]; l != nil {
-			d.enqueue(now, l, c.Conn)
 			return
 		}
 	}
@@ -461,6 +466,21 @@ func (d *EngineDriver) reapClosed() {
 	d.reap = d.reap[:k]
 }
 
+// rejectName names a REJECT's reason for the control protocol.
+func rejectName(r wire.ConnReason) string {
+	switch r {
+	case wire.ReasonNoService:
+		return "no_service"
+	case wire.ReasonLimit:
+		return "limit"
+	case wire.ReasonParams:
+		return "params"
+	case wire.ReasonApplication:
+		return "application"
+	}
+	return "none"
+}
+
 // connectError says which step of a connect failed.
 func connectError(c transport.Completion) error {
 	switch c.Status {
@@ -468,7 +488,10 @@ func connectError(c transport.Completion) error {
 		return proto.Errorf(proto.CodeConnect, "no answer from %v to CONNECT for queue pair %d (nothing listens there, or the host is down or unreachable)",
 			c.Conn.Peer(), c.Conn.Service())
 	case transport.StatusRejected:
-		return proto.Errorf(proto.CodeConnect, "rejected by %v: %v", c.Conn.Peer(), c.Conn.Err)
+		e := proto.Errorf(proto.CodeConnect, "rejected by %v: %v", c.Conn.Peer(), c.Conn.Err)
+		r, app := c.Conn.Rejection()
+		e.Reject = &proto.Rejection{Reason: rejectName(r), AppReason: app, Private: append(proto.Hex(nil), c.Conn.PeerPrivate()...)}
+		return e
 	}
 	return proto.Errorf(proto.CodeConnect, "connection to %v failed: %v (%v)", c.Conn.Peer(), c.Status, c.Conn.Err)
 }

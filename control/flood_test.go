@@ -90,7 +90,7 @@ func TestConnectDuringFlood(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 		acc := make(chan error, 1)
 		go func() { _, err := qb.Accept(ctx); acc <- err }()
-		if err := qa.Connect(ctx, hb.Addr, qb.Num); err != nil {
+		if err := qa.Connect(ctx, hb.Addr, qb.Num, qb.Token); err != nil {
 			cancel()
 			t.Fatalf("connect %d of %d during the flood: %v", i+1, n, err)
 		}

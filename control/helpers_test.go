@@ -42,7 +42,7 @@ func pair(t testing.TB, ca *client.Client, cb *client.Client, b netip.Addr) (*cl
 	defer cancel()
 	acc := make(chan error, 1)
 	go func() { _, err := qb.Accept(ctx); acc <- err }()
-	if err := qa.Connect(ctx, b, qb.Num); err != nil {
+	if err := qa.Connect(ctx, b, qb.Num, qb.Token); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-acc; err != nil {

@@ -98,7 +98,7 @@ func newAttacker(t *testing.T, ha, hb *apptest.Host) *attacker {
 	defer cancel()
 	accepted := make(chan error, 1)
 	go func() { _, err := qb.Accept(ctx); accepted <- err }()
-	s.do(proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: a.qpn, Peer: hb.Addr.String(), RemoteQPN: qb.Num, TimeoutMS: 10000})
+	s.do(proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: a.qpn, Peer: hb.Addr.String(), RemoteQPN: qb.Num, Token: qb.Token, TimeoutMS: 10000})
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}

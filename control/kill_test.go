@@ -17,7 +17,7 @@ import (
 	"github.com/metaroce/metaroce/internal/apptest"
 )
 
-// childEnv carries "socket peer qpn" to TestHelperKilledClient.
+// childEnv carries "socket peer qpn token" to TestHelperKilledClient.
 const childEnv = "METAROCE_TEST_KILLED_CLIENT"
 
 // TestHelperKilledClient is not a test: run by TestEventsClientKilled as
@@ -40,9 +40,10 @@ func TestHelperKilledClient(t *testing.T) {
 		os.Exit(1)
 	}
 	qpn, _ := strconv.ParseUint(f[2], 10, 32)
+	token, _ := strconv.ParseUint(f[3], 10, 64)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := q.Connect(ctx, netip.MustParseAddr(f[1]), uint32(qpn)); err != nil {
+	if err := q.Connect(ctx, netip.MustParseAddr(f[1]), uint32(qpn), token); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
@@ -62,7 +63,7 @@ func TestEventsClientKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKilledClient$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d", childEnv, hb.Sock, ha.Addr, q.Num))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %d", childEnv, hb.Sock, ha.Addr, q.Num, q.Token))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,20 +7,22 @@ import (
 
 	"github.com/metaroce/metaroce/control/proto"
 	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
 )
 
 // Listeners (rdma_listen, libfabric's passive endpoint). A listener is a
 // service number on one engine, drawn like a queue pair number (random,
-// so a number seen says nothing of the next); every connection a peer
-// makes to it is a connection request that waits in its backlog until the
-// application takes it (get_request) and binds it to an idle queue pair
-// of its session on the same engine (accept_request) or closes it
-// (reject_request). The transport has accepted the connection at the
-// handshake (its cookie exchange made sure the peer is at its address),
-// so a reject is a DISCONNECT, and what the peer sends before the
-// application accepts is placed (WRITEs land in the session's regions,
-// SENDs wait for receives as RNR) but its completions (WRITE with
-// immediate) are not reported.
+// so a number seen says nothing of the next), with a token (spec §7.3)
+// that a peer's CONNECT must carry unless the listener is public. The
+// transport holds every connection a peer makes to it Pending (its
+// cookie exchange made sure the peer is at its address) and reports it
+// as a connection request, which waits in the listener's backlog until
+// the application takes it (get_request, with the peer's private data)
+// and binds it to an idle queue pair of its session on the same engine
+// (accept_request: the transport sends ACCEPT with the application's
+// private data) or refuses it (reject_request: REJECT APPLICATION with
+// its reason and private data). Until then the peer has no ACCEPT and
+// sends nothing but CONNECT retries.
 //
 // A listener belongs to its engine goroutine like a queue pair; the
 // session's request goroutine reaches it only through Engine.Do.
@@ -40,7 +42,9 @@ const defaultBacklog = 64
 // goroutine).
 func (d *EngineDriver) enqueue(now transport.Time, l *listener, c *transport.Conn) {
 	if len(l.backlog) == cap(l.backlog) {
-		c.Close(now) // backlog full: as a TCP listener's, the peer may try again
+		// Backlog full: REJECT LIMIT; the peer may try again later.
+		d.gone[c] = true
+		c.Reject(now, wire.ReasonLimit, 0, nil)
 		return
 	}
 	l.backlog = append(l.backlog, c)
@@ -94,7 +98,7 @@ func (d *EngineDriver) closeListener(now transport.Time, l *listener) []*transpo
 // closeRequest closes a request's connection; its last completions are
 // dropped (gone).
 func closeRequest(now transport.Time, d *EngineDriver, c *transport.Conn) {
-	if st := c.State(); st == transport.StateEstablished || st == transport.StateConnecting {
+	if st := c.State(); st == transport.StateEstablished || st == transport.StateConnecting || st == transport.StatePending {
 		d.gone[c] = true
 		c.Close(now)
 	}
@@ -119,12 +123,22 @@ func (s *Server) listen(ctx context.Context, ss *session, req *proto.Request, re
 		return proto.Errorf(proto.CodeLimit, "%d queue pairs and listeners, the session limit", held)
 	}
 	e := s.engines[req.Engine]
+	var token uint64
+	if !req.Public {
+		var err error
+		if token, err = newToken(); err != nil {
+			return proto.Errorf(proto.CodeInternal, "%v", err)
+		}
+	}
 	service := s.newQPN(e)
 	ln := &listener{service: service, session: ss, e: e, backlog: make([]*transport.Conn, 0, n),
 		taken: map[uint64]*transport.Conn{}, arrived: make(chan struct{}, 1)}
 	if err := e.E.Do(ctx, func(transport.Time) {
 		e.D.listeners[service] = ln
-		e.E.Endpoint().Listen(service, e.D.table(ss))
+		// The application decides each connection (get_request, then
+		// accept_request or reject_request): the transport holds it
+		// Pending meanwhile and answers only when it has.
+		e.E.Endpoint().ListenWith(service, e.D.table(ss), transport.ListenOptions{Token: token, Defer: true})
 	}); err != nil {
 		s.freeQPN(service)
 		return err
@@ -132,7 +146,7 @@ func (s *Server) listen(ctx context.Context, ss *session, req *proto.Request, re
 	s.mu.Lock()
 	ss.listeners[service] = ln
 	s.mu.Unlock()
-	resp.Service, resp.Local = service, e.Local.String()
+	resp.Service, resp.Local, resp.Token = service, e.Local.String(), token
 	return nil
 }
 
@@ -158,17 +172,19 @@ func (s *Server) getRequest(ctx context.Context, ss *session, req *proto.Request
 	for {
 		var id uint64
 		var peer netip.Addr
+		var private []byte
 		if err := l.e.E.Do(ctx, func(transport.Time) {
 			for len(l.backlog) > 0 {
 				c := l.backlog[0]
 				copy(l.backlog, l.backlog[1:])
 				l.backlog[len(l.backlog)-1] = nil
 				l.backlog = l.backlog[:len(l.backlog)-1]
-				if st := c.State(); st != transport.StateEstablished {
+				if st := c.State(); st != transport.StatePending {
 					continue
 				}
 				l.nextID++
 				id, peer = l.nextID, c.Peer()
+				private = append(private, c.PeerPrivate()...)
 				l.taken[id] = c
 				return
 			}
@@ -176,7 +192,7 @@ func (s *Server) getRequest(ctx context.Context, ss *session, req *proto.Request
 			return err
 		}
 		if id != 0 {
-			resp.Request, resp.Peer, resp.Service = id, peer.String(), l.service
+			resp.Request, resp.Peer, resp.Service, resp.Private = id, peer.String(), l.service, private
 			return nil
 		}
 		select {
@@ -194,6 +210,9 @@ func (s *Server) decide(ctx context.Context, ss *session, req *proto.Request, re
 	l, err := s.lookupListener(ss, req.Service)
 	if err != nil {
 		return err
+	}
+	if len(req.Private) > proto.MaxPrivate {
+		return proto.Errorf(proto.CodeBadRequest, "%d bytes of private data: at most %d", len(req.Private), proto.MaxPrivate)
 	}
 	var q *qp
 	if accept {
@@ -216,12 +235,20 @@ func (s *Server) decide(ctx context.Context, ss *session, req *proto.Request, re
 		if !accept {
 			delete(l.taken, req.Request)
 			delete(d.waiting, c)
-			closeRequest(now, d, c)
-			ss.conns[l.e] = append(ss.conns[l.e], c)
+			d.gone[c] = true
+			if err := c.Reject(now, wire.ReasonApplication, req.AppReason, req.Private); err != nil {
+				perr = proto.Errorf(proto.CodeState, "request %d: %v", req.Request, err)
+			}
 			return
 		}
 		if q.state != qpIdle || q.conn != nil {
 			perr = proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
+			return
+		}
+		if err := c.Accept(now, req.Private); err != nil {
+			perr = proto.Errorf(proto.CodeNotFound, "request %d: %v (its peer gave up)", req.Request, err)
+			delete(l.taken, req.Request)
+			delete(d.waiting, c)
 			return
 		}
 		delete(l.taken, req.Request)

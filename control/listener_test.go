@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -59,8 +60,15 @@ func TestListenerManyClients(t *testing.T) {
 					errc <- err
 					return
 				}
-				if err := q.Connect(ctx, ha.Addr, l.Service); err != nil {
+				// The connect waits for the server's accept, and brings
+				// back its private data.
+				priv, err := q.ConnectWith(ctx, ha.Addr, l.Service, client.ConnectOptions{Token: l.Token, Private: []byte{byte(k), 0xa5}})
+				if err != nil {
 					errc <- err
+					return
+				}
+				if string(priv) != "ok" {
+					errc <- fmt.Errorf("the accept's private data %q, want ok", priv)
 					return
 				}
 				qs[k] = q
@@ -99,14 +107,14 @@ func TestListenerManyClients(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d requests: %v", len(qs), err)
 		}
-		if r.Peer != hb.Addr {
-			t.Fatalf("request from %v", r.Peer)
+		if r.Peer != hb.Addr || len(r.Private) != 2 || r.Private[1] != 0xa5 {
+			t.Fatalf("request from %v with private data % x", r.Peer, r.Private)
 		}
 		q, err := srv.CreateQP(client.QPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Accept(q); err != nil {
+		if err := r.Accept(q, []byte("ok")); err != nil {
 			t.Fatal(err)
 		}
 		i := len(qs)
@@ -193,9 +201,11 @@ func TestListenerManyClients(t *testing.T) {
 	}
 }
 
-// TestListenerReject: a rejected request's connection closes (the peer
-// sees EventPeerClosed); a request for an unknown id is not found; a
-// session's end closes its listener.
+// TestListenerReject: a rejected request fails the peer's connect with
+// the application's reason and private data (a *client.RejectedError); a
+// request decided twice is not found; a connect without the listener's
+// token fails as one to a number nothing listens on, and makes no
+// request; a session's end closes its listener.
 func TestListenerReject(t *testing.T) {
 	ha, hb := newHosts(t, 0, config.Limits{})
 	srv, cl := apptest.Dial(t, ha.Sock), apptest.Dial(t, hb.Sock)
@@ -209,22 +219,45 @@ func TestListenerReject(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := q.Connect(ctx, ha.Addr, l.Service); err != nil {
-		t.Fatal(err)
-	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.ConnectWith(ctx, ha.Addr, l.Service, client.ConnectOptions{Token: l.Token, Private: []byte("may I?")})
+		done <- err
+	}()
 	r, err := l.GetRequest(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reject(); err != nil {
+	if string(r.Private) != "may I?" {
+		t.Fatalf("request's private data %q", r.Private)
+	}
+	if err := r.Reject(503, []byte("busy: retry in 5 s")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reject(); !errors.Is(err, client.ErrNotFound) {
+	if err := r.Reject(1, nil); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("second reject: %v", err)
 	}
-	waitEvent(t, q) // connected
-	if e := waitEvent(t, q); e.Type != client.EventPeerClosed {
-		t.Fatalf("event %+v after the reject", e)
+	var rej *client.RejectedError
+	if err := <-done; !errors.As(err, &rej) || !errors.Is(err, client.ErrConnect) {
+		t.Fatalf("connect after the reject: %v", err)
+	}
+	if rej.Reason != "application" || rej.AppReason != 503 || string(rej.Private) != "busy: retry in 5 s" {
+		t.Fatalf("rejection %+v", rej)
+	}
+	// Without the token: refused as if nothing listened, no request.
+	qx, err := cl.CreateQP(client.QPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qx.Connect(ctx, ha.Addr, l.Service, l.Token^1); !errors.As(err, &rej) || rej.Reason != "no_service" {
+		t.Fatalf("connect with a wrong token: %v", err)
+	}
+	qy, err := cl.CreateQP(client.QPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qy.Connect(ctx, ha.Addr, l.Service^0x5a5a, l.Token); !errors.As(err, &rej) || rej.Reason != "no_service" {
+		t.Fatalf("connect to no listener: %v", err)
 	}
 	// GetRequest with nothing waiting ends with its context.
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -238,7 +271,7 @@ func TestListenerReject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q2.Connect(ctx, ha.Addr, l.Service); !errors.Is(err, client.ErrConnect) {
+	if err := q2.Connect(ctx, ha.Addr, l.Service, l.Token); !errors.Is(err, client.ErrConnect) {
 		t.Fatalf("connect to the listener of a closed session: %v", err)
 	}
 }

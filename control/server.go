@@ -2,6 +2,8 @@ package control
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -236,6 +238,7 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 			// rest once ("connect_failed: connect_failed: ..." otherwise).
 			r.Code = pe.Code
 			r.Error = strings.TrimPrefix(r.Error, string(pe.Code)+": ")
+			r.Rejection = pe.Reject
 		}
 		return r
 	}
@@ -443,6 +446,10 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		return nil, nil, err
 	}
 	e := s.engines[req.Engine]
+	token, err := newToken()
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
+	}
 	qpn := s.newQPN(e)
 	q, err := newQP(qpn, ss, sqn, cqn)
 	if err != nil {
@@ -463,7 +470,9 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 			return
 		}
 		e.D.byQPN[qpn] = q
-		ep.Listen(qpn, q.mem)
+		// A waiting queue pair takes only a peer that has its token
+		// (spec §7.3): a scan can neither find nor claim it.
+		ep.ListenWith(qpn, q.mem, transport.ListenOptions{Token: token})
 		maxPayload = ep.Config().MaxPayload()
 	}); err != nil || aerr != nil {
 		q.close()
@@ -477,8 +486,22 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 	ss.qps[qpn] = q
 	ss.engine[qpn] = e
 	s.mu.Unlock()
-	resp.QPN, resp.Local, resp.MaxPayload = qpn, e.Local.String(), maxPayload
+	resp.QPN, resp.Local, resp.MaxPayload, resp.Token = qpn, e.Local.String(), maxPayload, token
 	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.closeAppBell, nil
+}
+
+// newToken draws a service token (spec §7.3): 64 bits from crypto/rand,
+// never 0 (which would make the service public).
+func newToken() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := crand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if t := binary.LittleEndian.Uint64(b[:]); t != 0 {
+			return t, nil
+		}
+	}
 }
 
 func (s *Server) freeQPN(n uint32) {
@@ -526,6 +549,9 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 	if err != nil {
 		return proto.Errorf(proto.CodeBadRequest, "peer %q: %v", req.Peer, err)
 	}
+	if len(req.Private) > proto.MaxPrivate {
+		return proto.Errorf(proto.CodeBadRequest, "%d bytes of private data: at most %d", len(req.Private), proto.MaxPrivate)
+	}
 	// With a timeout (the caller's context), a CONNECT that no one
 	// answered is tried again on the transport's retransmission schedule
 	// (§7.3) past its retry count, until the time is up: a peer that
@@ -538,7 +564,7 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 		ch := make(chan error, 1)
 		var perr error
 		if err := e.E.Do(ctx, func(now transport.Time) {
-			perr = s.startConnect(now, ss, e, q, peer, req.RemoteQPN, ch, attempt > 1)
+			perr = s.startConnect(now, ss, e, q, peer, req, ch, attempt > 1)
 			if perr == nil && !deadline.IsZero() {
 				// One connection until the deadline: a fresh one per
 				// try raced the listener's ACCEPT of the one before (its
@@ -570,6 +596,9 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 		})
 		if err == nil {
 			resp.QPN, resp.Peer = q.qpn, peer.String()
+			_ = e.E.Do(context.Background(), func(transport.Time) {
+				resp.Private = append(proto.Hex(nil), q.conn.PeerPrivate()...)
+			})
 			return nil
 		}
 		again := false
@@ -603,12 +632,12 @@ const connectGuard = 30 * time.Second
 
 // startConnect sends a CONNECT for q (engine goroutine): from an idle
 // queue pair, or, with retry, one whose previous attempt went unanswered.
-func (s *Server) startConnect(now transport.Time, ss *session, e *Engine, q *qp, peer netip.Addr, remote uint32, ch chan error, retry bool) error {
+func (s *Server) startConnect(now transport.Time, ss *session, e *Engine, q *qp, peer netip.Addr, req *proto.Request, ch chan error, retry bool) error {
 	if q.state != qpIdle && !(retry && q.state == qpClosed && q.reason == proto.StatusRetryExceeded) {
 		return proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
 	}
 	ep := e.E.Endpoint()
-	c, err := ep.Connect(now, peer, remote, q.mem)
+	c, err := ep.ConnectWith(now, peer, req.RemoteQPN, q.mem, transport.ConnectOptions{Token: req.Token, Private: req.Private})
 	if err != nil {
 		return proto.Errorf(proto.CodeConnect, "%v", err)
 	}

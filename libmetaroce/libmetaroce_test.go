@@ -187,8 +187,8 @@ func TestCLibraryAgainstDaemons(t *testing.T) {
 	defer cancel()
 
 	srv := start(t, ctx, b, bin, "server", socks[1])
-	f := srv.ready(t)
-	if len(f) != 3 {
+	f := srv.ready(t) // qpn token addr key: the client needs the token to connect
+	if len(f) != 4 {
 		t.Fatalf("server: READY %v", f)
 	}
 	cli := start(t, ctx, a, bin, append([]string{"client", socks[0], b.IPv4.String()}, f...)...)

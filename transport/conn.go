@@ -16,6 +16,9 @@ import (
 //	   └─────────────────────────────────────────────┘   │ Close / DISCONNECT
 //	                                                      v
 //	        Failed <── retries exhausted / RESET ──  Closing ──> Closed
+//
+// A listener whose application decides (ListenOptions.Defer) holds a new
+// connection in Pending until Accept (Established) or Reject (gone).
 type State uint8
 
 const (
@@ -24,10 +27,14 @@ const (
 	StateClosing
 	StateClosed
 	StateFailed
+	// StatePending: a listener's connection whose application has not
+	// yet accepted or rejected it (§7.3). Numbered last, so the others
+	// keep their values.
+	StatePending
 )
 
 func (s State) String() string {
-	return [...]string{"?", "connecting", "established", "closing", "closed", "failed"}[s]
+	return [...]string{"?", "connecting", "established", "closing", "closed", "failed", "pending"}[s]
 }
 
 // Errors returned by the Post methods.
@@ -80,6 +87,23 @@ type Conn struct {
 	acceptAt    Time
 	acceptSends int
 
+	// What the handshake carries besides parameters (§7.1, §7.3, §7.6):
+	// the service token the CONNECT presented; this end's reset token
+	// (derived from localID, handshake.go) and the peer's, which a RESET
+	// must carry; the private data this end sends (CONNECT or ACCEPT) and
+	// the peer's (its CONNECT, ACCEPT or REJECT); a REJECT's reasons.
+	token      uint64
+	resetToken [wire.ResetTokenLen]byte
+	peerReset  [wire.ResetTokenLen]byte
+	priv       privateData
+	peerPriv   privateData
+	rejectedBy wire.ConnReason
+	appReason  uint16
+	// The initiator's parameters, kept while Pending.
+	pendWindow    uint32
+	pendMsgWindow uint16
+	pendPayload   uint16
+
 	// Scheduling (owned by the Endpoint).
 	inReady  bool
 	heapIdx  int
@@ -102,8 +126,31 @@ type ConnStats struct {
 	FabricRTT, FabricMinRTT, HostDelay Duration
 }
 
+// privateData is a handshake's private data (at most
+// wire.MaxPrivateData bytes), held in place so a connection carries it
+// without another allocation.
+type privateData struct {
+	n uint8
+	b [wire.MaxPrivateData]byte
+}
+
+func (p *privateData) set(b []byte)  { p.n = uint8(copy(p.b[:], b)) }
+func (p *privateData) bytes() []byte { return p.b[:p.n] }
+
 // State returns the connection's state.
 func (c *Conn) State() State { return c.state }
+
+// PeerPrivate returns the private data the peer sent: its CONNECT's on a
+// listener's connection, its ACCEPT's or REJECT's on an initiator's. The
+// slice is the connection's; copy it to keep it.
+func (c *Conn) PeerPrivate() []byte { return c.peerPriv.bytes() }
+
+// Rejection returns why the peer rejected the connection (StatusRejected):
+// the REJECT's reason and, for wire.ReasonApplication, the application's
+// own reason; PeerPrivate has the REJECT's private data.
+func (c *Conn) Rejection() (reason wire.ConnReason, appReason uint16) {
+	return c.rejectedBy, c.appReason
+}
 
 // LocalID and PeerID are the connection ids of the two ends.
 func (c *Conn) LocalID() uint32 { return c.localID }
@@ -138,10 +185,11 @@ const (
 	OpRecvWriteImm // a WRITE with immediate from the peer completed
 	OpConnected    // connection established (both sides)
 	OpClosed       // connection closed or failed; see Status and Conn.Err
+	OpRequest      // a deferring listener's new connection, Pending: Accept or Reject it
 )
 
 func (o Op) String() string {
-	return [...]string{"?", "write", "read", "send", "recv", "recv_write_imm", "connected", "closed"}[o]
+	return [...]string{"?", "write", "read", "send", "recv", "recv_write_imm", "connected", "closed", "request"}[o]
 }
 
 // Status is a completion's outcome.
@@ -252,6 +300,11 @@ func (c *Conn) ConnectUntil(t Time) {
 // Close starts an orderly close: outstanding messages complete with
 // StatusFlushed, the peer is told, and an OpClosed completion follows.
 func (c *Conn) Close(now Time) {
+	if c.state == StatePending {
+		// Nothing was said yet: refuse it, as if no one listened.
+		c.Reject(now, wire.ReasonNoService, 0, nil)
+		return
+	}
 	if c.state != StateEstablished && c.state != StateConnecting {
 		return
 	}

@@ -38,7 +38,9 @@ type Endpoint struct {
 
 	conns    map[uint32]*Conn
 	byPeer   map[peerKey]*Conn
-	services map[uint32]Memory
+	services map[uint32]listenEntry
+	// rejected: REJECTs of Pending connections, kept to repeat (§7.3).
+	rejected map[peerKey]rejectRec
 
 	ready     []*Conn // connections with output owed, FIFO
 	readyHead int
@@ -94,8 +96,9 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		cfg: cfg, local: local,
-		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]Memory{},
-		ready: make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
+		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]listenEntry{},
+		rejected: map[peerKey]rejectRec{},
+		ready:    make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
 		replies:  make([]reply, 0, 64),
 		spareMax: spareLimit(&cfg),
 	}
@@ -140,8 +143,34 @@ func (e *Endpoint) Stats() *Stats { return &e.stats }
 // MaxPacket is the buffer size Transmit needs.
 func (e *Endpoint) MaxPacket() int { return wire.DataLen + e.cfg.MaxPayload() + wire.TrailerLen }
 
-// Listen accepts connections for service; their RMA keys resolve in mem.
-func (e *Endpoint) Listen(service uint32, mem Memory) { e.services[service] = mem }
+// Listen accepts connections for a public service (token 0), at once;
+// their RMA keys resolve in mem. ListenWith says more.
+func (e *Endpoint) Listen(service uint32, mem Memory) { e.ListenWith(service, mem, ListenOptions{}) }
+
+// ListenOptions shape a service (§7.3).
+type ListenOptions struct {
+	// Token is the service's token: a CONNECT must carry it, and one
+	// that does not draws the same REJECT NO_SERVICE as a service that
+	// does not exist. 0 makes the service public. Draw it from a
+	// cryptographically strong source.
+	Token uint64
+	// Defer holds each new connection Pending, reported by an OpRequest
+	// completion, until the application calls Accept or Reject on it;
+	// without it a connection is accepted at once (OpConnected).
+	Defer bool
+}
+
+type listenEntry struct {
+	mem      Memory
+	token    uint64
+	deferred bool
+}
+
+// ListenWith accepts connections for service as o says; their RMA keys
+// resolve in mem.
+func (e *Endpoint) ListenWith(service uint32, mem Memory, o ListenOptions) {
+	e.services[service] = listenEntry{mem: mem, token: o.Token, deferred: o.Defer}
+}
 
 // Unlisten stops accepting connections for service; connections already
 // made keep their Memory until they close.
@@ -186,6 +215,7 @@ func (e *Endpoint) newConn(peer netip.Addr, mem Memory) (*Conn, error) {
 			break
 		}
 	}
+	c.resetToken = e.resetTokenOf(c.localID)
 	c.rcv.init(&e.cfg, take(&e.spareRecv))
 	c.snd.rtt.init(&e.cfg) // before establish: the handshake may sample it
 	c.initPSN = e.initialPSN()
@@ -342,7 +372,7 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			e.replies, e.replyHead = e.replies[:0], 0
 		}
 		r.h.Put(buf)
-		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: wire.ConnLen + wire.TrailerLen, Control: true}, true
+		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: r.h.Len(), Control: true}, true
 	}
 	for e.readyHead < len(e.ready) {
 		c := e.ready[e.readyHead]

@@ -14,3 +14,10 @@ func Spares(e *Endpoint) (send, recv int) { return len(e.spareSend), len(e.spare
 // NoSpares makes e allocate every connection's windows afresh (the
 // baseline of BenchmarkConnChurn).
 func NoSpares(e *Endpoint) { e.spareMax, e.spareSend, e.spareRecv = 0, nil, nil }
+
+// Forget makes e drop c without a word to the peer, as an endpoint that
+// lost a connection it did not report does (§7.6).
+func Forget(c *Conn) {
+	c.ep.release(c)
+	c.state = StateFailed
+}

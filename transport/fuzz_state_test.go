@@ -175,10 +175,12 @@ func runFuzzProgram(t *testing.T, in []byte) {
 		z.wr[i] = map[uint64]*fzOp{}
 		z.recvs[i] = map[uint64]*fzRecv{}
 		z.written[i] = make([]bool, fzRegion)
-		z.l.eps[i].Listen(tService, z.l.mems[i])
+		// A secret service, as the daemon's queue pairs are (§7.3).
+		z.l.eps[i].ListenWith(tService, z.l.mems[i], ListenOptions{Token: fzToken})
 	}
 	z.l.filter = z.filter
-	if _, err := z.l.eps[0].Connect(z.l.now, z.l.addrs[1], tService, z.l.mems[0]); err != nil {
+	if _, err := z.l.eps[0].ConnectWith(z.l.now, z.l.addrs[1], tService, z.l.mems[0],
+		ConnectOptions{Token: fzToken, Private: []byte("fuzz")}); err != nil {
 		t.Fatal(err)
 	}
 	if mode&4 == 0 {
@@ -469,6 +471,9 @@ func (z *fz) forgeProbe() {
 	z.forge(to, b)
 }
 
+// fzToken is the programs' service token.
+const fzToken = 0x7e57_0ced_5eed_0001
+
 func (z *fz) forgeHandshake() {
 	kind, k := z.next(), z.next()
 	if kind%2 == 0 {
@@ -484,16 +489,28 @@ func (z *fz) forgeHandshake() {
 	}
 	to := int(k & 1)
 	c, _ := z.peerOf(to)
-	op := [...]wire.Opcode{wire.OpConnect, wire.OpChallenge, wire.OpAccept, wire.OpDisconnectAck}[int(kind/2)%4]
+	ops := [...]wire.Opcode{wire.OpConnect, wire.OpChallenge, wire.OpAccept, wire.OpDisconnectAck, wire.OpReset, wire.OpReject}
+	op := ops[int(kind/2)%len(ops)]
 	h := wire.ConnHeader{Opcode: op, Service: tService, RecvWindow: 128, MsgWindow: 16, MaxPayload: 1400,
-		Paths: 4, Timestamp: uint64(z.l.now)}
+		Paths: 4, Timestamp: uint64(z.l.now), Token: fzToken * uint64(k>>7), AppReason: uint16(k)}
+	h.SetPrivate([]byte("forged private data")[:k%20])
 	if c != nil {
 		h.DstConn, h.SrcConn = c.localID, c.peerID
-		if op == wire.OpConnect {
+		switch op {
+		case wire.OpConnect:
 			h.DstConn = 0
+		case wire.OpReset:
+			// A RESET for the connection; with the peer's true token
+			// only when the program says (an on-path forger saw the
+			// handshake), else a guess that must be refused.
+			h.DstConn, h.SrcConn = [2]uint32{0, c.localID}[k>>7&1], c.peerID
+			h.ResetToken[0] = k
+			if k&0x40 != 0 {
+				h.ResetToken = c.peerReset
+			}
 		}
 	}
-	b := make([]byte, wire.ConnLen+wire.TrailerLen)
+	b := make([]byte, h.Len())
 	h.Put(b)
 	if _, err := wire.Parse(b); err == nil {
 		z.forge(to, b)

@@ -3,23 +3,53 @@ package transport
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
+	"errors"
+	"hash"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/metaroce/metaroce/wire"
 )
 
-// Connect starts the in-band handshake with peer for service (§7.3). The
-// connection's RMA keys resolve in mem. An OpConnected completion reports
-// success; an OpClosed one failure.
+// Connect starts the in-band handshake with peer for a public service
+// (token 0, no private data): ConnectWith.
 func (e *Endpoint) Connect(now Time, peer netip.Addr, service uint32, mem Memory) (*Conn, error) {
+	return e.ConnectWith(now, peer, service, mem, ConnectOptions{})
+}
+
+// ConnectOptions are what a CONNECT carries besides parameters (§7.3).
+type ConnectOptions struct {
+	// Token is the service's token, which the listener's application
+	// shipped out of band; 0 for a public service.
+	Token uint64
+	// Private is up to wire.MaxPrivateData bytes for the listening
+	// application (more is an error).
+	Private []byte
+}
+
+// ErrPrivateTooLong is returned for private data over wire.MaxPrivateData.
+var ErrPrivateTooLong = errors.New("metaroce: private data longer than 64 bytes")
+
+// ConnectWith starts the in-band handshake with peer for service (§7.3).
+// The connection's RMA keys resolve in mem. An OpConnected completion
+// reports success (PeerPrivate then has the ACCEPT's private data); an
+// OpClosed one failure (StatusRejected: Rejection and PeerPrivate say
+// why).
+func (e *Endpoint) ConnectWith(now Time, peer netip.Addr, service uint32, mem Memory, o ConnectOptions) (*Conn, error) {
+	if len(o.Private) > wire.MaxPrivateData {
+		return nil, ErrPrivateTooLong
+	}
 	c, err := e.newConn(peer, mem)
 	if err != nil {
 		return nil, err
 	}
 	c.state = StateConnecting
 	c.service = service
+	c.token = o.Token
+	c.priv.set(o.Private)
 	c.ctlOwed = wire.OpConnect
 	c.ctlRTO = e.ctlRTO(&e.hsRTT)
 	c.ctlDeadline = now + Time(c.ctlRTO)
@@ -49,9 +79,12 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		h.RecvWindow = uint32(cfg.RecvWindow)
 		h.MsgWindow = uint16(cfg.MsgWindow)
 		h.MaxPayload = uint16(cfg.MaxPayload())
+		h.ResetToken = c.resetToken
+		h.SetPrivate(c.priv.bytes())
 		if c.ctlOwed == wire.OpConnect {
 			h.DstConn = 0
 			h.Cookie = c.cookie
+			h.Token = c.token
 			c.connectAt = now
 		} else {
 			c.acceptAt = now
@@ -65,7 +98,7 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 	}
 	c.ctlOwed = 0
 	h.Put(buf)
-	return wire.ConnLen + wire.TrailerLen
+	return h.Len()
 }
 
 // handshakeRTT bounds the acceptor's RTT by the time from its ACCEPT to
@@ -214,6 +247,8 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		}
 		c.peerID = p.SrcConn()
 		c.rcv.cum = p.InitialPSN()
+		copy(c.peerReset[:], p.ResetToken())
+		c.peerPriv.set(p.Private())
 		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 		c.heard(now) // the ACCEPT: arms the keepalive (keepalive.go)
 		c.ctlDeadline, c.ctlOwed = 0, 0
@@ -226,7 +261,9 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 			e.stats.RxUnexpected++
 			return
 		}
-		c.fail(StatusRejected, rejectError(p.Reason()))
+		c.rejectedBy, c.appReason = p.Reason(), p.AppReason()
+		c.peerPriv.set(p.Private())
+		c.fail(StatusRejected, rejectError{p.Reason(), p.AppReason()})
 	case wire.OpDisconnect:
 		c := e.byPeer[peerKey{from, p.SrcConn()}]
 		if c != nil && c.localID == p.DstConn() {
@@ -236,8 +273,8 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		}
 		// Answer even when the connection is already gone, so a peer
 		// whose DISCONNECT_ACK was lost can finish.
-		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpDisconnectAck,
-			DstConn: p.SrcConn(), SrcConn: p.DstConn(), Timestamp: uint64(now)})
+		h := wire.ConnHeader{Opcode: wire.OpDisconnectAck, DstConn: p.SrcConn(), SrcConn: p.DstConn(), Timestamp: uint64(now)}
+		e.queueReply(now, from, &h)
 	case wire.OpDisconnectAck:
 		c := e.conns[p.DstConn()]
 		if c == nil || c.state != StateClosing || c.peer != from {
@@ -250,62 +287,177 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 			e.stats.RxUnexpected++
 			return
 		}
+		// Only the end that announced the token can make it (§7.6): an
+		// id and an address, which telemetry or a capture may show, do
+		// not suffice.
+		if subtle.ConstantTimeCompare(p.ResetToken(), c.peerReset[:]) != 1 {
+			e.stats.RxResetBadToken++
+			return
+		}
 		c.fail(StatusReset, errReset)
 	}
 }
 
 func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
+	if !e.cookieValid(now, from, p) {
+		// Stateless: nothing is kept until the peer proves it receives
+		// at its source address (§7.4). Every service is challenged,
+		// served or not, so this step tells a scanner nothing (§7.3).
+		h := wire.ConnHeader{Opcode: wire.OpChallenge, DstConn: p.SrcConn(), Service: p.Service(),
+			Timestamp: p.Timestamp()}
+		h.Cookie = e.makeCookie(now, from, p.SrcConn(), p.Service())
+		e.stats.ChallengesSent++
+		e.queueReply(now, from, &h)
+		return
+	}
+	key := peerKey{from, p.SrcConn()}
 	// A CONNECT of a connection we have is answered from the connection,
 	// before the service is looked up: the application may have stopped
 	// listening once it had its connection (a queue pair accepts one
 	// peer), and the initiator whose ACCEPT was lost must still get one
 	// (§7.3), not a REJECT that fails it and leaves our side half-open.
-	if c := e.byPeer[peerKey{from, p.SrcConn()}]; c != nil && c.service == p.Service() &&
-		e.cookieValid(now, from, p) {
-		if c.state == StateEstablished {
+	if c := e.byPeer[key]; c != nil {
+		if c.service == p.Service() && c.token == p.Token() && c.state == StateEstablished {
 			c.ctlOwed = wire.OpAccept // our ACCEPT was lost: say it again
 			e.touch(c)
 		}
-		return
+		return // Pending (the application decides), or another service: nothing
 	}
-	mem, ok := e.services[p.Service()]
-	if !ok {
+	if r, ok := e.rejected[key]; ok {
+		if now < r.until && r.service == p.Service() {
+			e.queueReply(now, from, &r.h) // our REJECT was lost: say it again
+			return
+		}
+		if now >= r.until {
+			delete(e.rejected, key)
+		}
+	}
+	// The token is compared whether or not the service exists (a missing
+	// one against 0 with "missing" folded in), and both failures take
+	// the one path below: same packet, same work (§7.3).
+	l, ok := e.services[p.Service()]
+	if subtle.ConstantTimeEq(int32(l.token>>32), int32(p.Token()>>32))&
+		subtle.ConstantTimeEq(int32(l.token), int32(p.Token()))&b2i(ok) != 1 {
 		e.stats.RejectsSent++
-		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(),
-			Reason: wire.ReasonNoService, Timestamp: uint64(now)})
+		h := wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(), Reason: wire.ReasonNoService, Timestamp: uint64(now)}
+		e.queueReply(now, from, &h)
 		return
 	}
-	if !e.cookieValid(now, from, p) {
-		// Stateless: nothing is kept until the peer proves it receives
-		// at its source address (§7.4).
-		h := wire.ConnHeader{Opcode: wire.OpChallenge, DstConn: p.SrcConn(), Service: p.Service(),
-			Timestamp: p.Timestamp()}
-		h.Cookie = e.makeCookie(now, from, p.SrcConn(), p.Service())
-		e.stats.ChallengesSent++
-		e.queueReply(now, from, h)
-		return
-	}
-	if c := e.byPeer[peerKey{from, p.SrcConn()}]; c != nil {
-		return // a valid cookie for another service from the same id: nothing (§7.3)
-	}
-	c, err := e.newConn(from, mem)
+	c, err := e.newConn(from, l.mem)
 	if err != nil {
 		e.stats.RejectsSent++
-		e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(),
-			Reason: wire.ReasonLimit, Timestamp: uint64(now)})
+		h := wire.ConnHeader{Opcode: wire.OpReject, DstConn: p.SrcConn(), Reason: wire.ReasonLimit, Timestamp: uint64(now)}
+		e.queueReply(now, from, &h)
 		return
 	}
 	c.service = p.Service()
+	c.token = p.Token()
 	c.peerID = p.SrcConn()
 	c.rcv.cum = p.InitialPSN()
+	copy(c.peerReset[:], p.ResetToken())
+	c.peerPriv.set(p.Private())
+	e.byPeer[key] = c
+	if l.deferred {
+		// The application decides (Accept or Reject); until then the
+		// initiator's retries draw nothing.
+		c.state = StatePending
+		c.pendWindow, c.pendMsgWindow, c.pendPayload = p.RecvWindow(), p.MsgWindow(), p.MaxPayload()
+		e.stats.ConnRequests++
+		e.complete(Completion{Conn: c, Op: OpRequest})
+		return
+	}
 	c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 	c.heard(now) // the CONNECT: arms the keepalive (keepalive.go)
 	c.ctlOwed = wire.OpAccept
-	e.byPeer[peerKey{from, c.peerID}] = c
 	e.stats.ConnsAccepted++
 	e.complete(Completion{Conn: c, Op: OpConnected})
 	e.touch(c)
 }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Accept accepts a Pending connection (a request of a listener with
+// ListenOptions.Defer): it becomes Established and the peer gets ACCEPT
+// with private (at most wire.MaxPrivateData bytes). No OpConnected
+// completion follows: the caller is the one that knows.
+func (c *Conn) Accept(now Time, private []byte) error {
+	if c.state != StatePending {
+		return ErrNotPending
+	}
+	if len(private) > wire.MaxPrivateData {
+		return ErrPrivateTooLong
+	}
+	c.priv.set(private)
+	c.establish(c.pendWindow, c.pendMsgWindow, c.pendPayload)
+	c.heard(now)
+	c.ctlOwed = wire.OpAccept
+	c.ep.stats.ConnsAccepted++
+	c.ep.touch(c)
+	return nil
+}
+
+// Reject refuses a Pending connection: the peer gets REJECT with reason
+// (wire.ReasonApplication, with appReason and private, for the
+// application's own refusal), the connection is released (an OpClosed
+// completion with StatusRejected follows), and the REJECT is kept for
+// CookieLifetime to answer the initiator's retries (§7.3).
+func (c *Conn) Reject(now Time, reason wire.ConnReason, appReason uint16, private []byte) error {
+	if c.state != StatePending {
+		return ErrNotPending
+	}
+	if len(private) > wire.MaxPrivateData {
+		return ErrPrivateTooLong
+	}
+	e := c.ep
+	h := wire.ConnHeader{Opcode: wire.OpReject, DstConn: c.peerID, Reason: reason, Timestamp: uint64(now)}
+	if reason == wire.ReasonApplication {
+		h.AppReason = appReason
+		h.SetPrivate(private)
+	}
+	e.stats.RejectsSent++
+	e.queueReply(now, c.peer, &h)
+	e.remember(now, peerKey{c.peer, c.peerID}, c.service, &h)
+	c.Err = errRejectedLocally
+	c.fail(StatusRejected, errRejectedLocally)
+	return nil
+}
+
+// maxRejected bounds the REJECTs an endpoint keeps to repeat (§7.3).
+const maxRejected = 1024
+
+// remember keeps a REJECT of a Pending connection for CookieLifetime,
+// with the service it refused (to match a retry against; the REJECT does
+// not carry it).
+func (e *Endpoint) remember(now Time, k peerKey, service uint32, h *wire.ConnHeader) {
+	if len(e.rejected) >= maxRejected {
+		for k, r := range e.rejected {
+			if now >= r.until {
+				delete(e.rejected, k)
+			}
+		}
+		if len(e.rejected) >= maxRejected {
+			return // the retry then makes a new request: no worse than no memory
+		}
+	}
+	e.rejected[k] = rejectRec{until: now + Time(e.cfg.CookieLifetime), service: service, h: *h}
+}
+
+// rejectRec is a REJECT kept to repeat, and the service it refused.
+type rejectRec struct {
+	until   Time
+	service uint32
+	h       wire.ConnHeader
+}
+
+// ErrNotPending: Accept or Reject of a connection that is not Pending.
+var ErrNotPending = errors.New("metaroce: connection is not a pending request")
+
+var errRejectedLocally = errors.New("metaroce: connection request rejected")
 
 // Cookies (§7.4): 4 bytes of issue time in seconds, then the first 12
 // bytes of HMAC-SHA256(secret, peer address | peer conn id | service |
@@ -324,11 +476,7 @@ func (e *Endpoint) makeCookie(now Time, from netip.Addr, src, service uint32) [w
 // cookies are for, so answering one costs a MAC, not an HMAC's set-up and
 // three allocations as well.
 func (e *Endpoint) cookieMAC(from netip.Addr, src, service, t uint32) []byte {
-	if e.mac == nil {
-		e.mac = hmac.New(sha256.New, e.secret[:])
-	}
-	m := e.mac
-	m.Reset()
+	m := e.keyedMAC()
 	a := from.As16()
 	m.Write(a[:])
 	var b [12]byte
@@ -337,6 +485,15 @@ func (e *Endpoint) cookieMAC(from netip.Addr, src, service, t uint32) []byte {
 	binary.BigEndian.PutUint32(b[8:], t)
 	m.Write(b[:])
 	return m.Sum(e.macSum[:0])
+}
+
+// keyedMAC returns the endpoint's HMAC under its secret, reset.
+func (e *Endpoint) keyedMAC() hash.Hash {
+	if e.mac == nil {
+		e.mac = hmac.New(sha256.New, e.secret[:])
+	}
+	e.mac.Reset()
+	return e.mac
 }
 
 func (e *Endpoint) cookieValid(now Time, from netip.Addr, p wire.Conn) bool {
@@ -349,37 +506,69 @@ func (e *Endpoint) cookieValid(now Time, from netip.Addr, p wire.Conn) bool {
 	return hmac.Equal(ck[4:], e.cookieMAC(from, p.SrcConn(), p.Service(), t)[:12])
 }
 
-// queueReply owes a stateless connection packet, within the reply rates
-// (replylimit.go).
-func (e *Endpoint) queueReply(now Time, dst netip.Addr, h wire.ConnHeader) {
+// replyAllowed takes one reply to dst from the rate budgets (§7.8,
+// replylimit.go), or counts the reply as limited.
+func (e *Endpoint) replyAllowed(now Time, dst netip.Addr) bool {
 	if len(e.replies) >= cap(e.replies) || !e.replyLimit.allow(now, dst) {
 		e.stats.ReplyRateLimited++
-		return
+		return false
 	}
-	e.replies = append(e.replies, reply{dst: dst, h: h})
+	return true
+}
+
+// queueReply owes a stateless connection packet, within the reply rates.
+func (e *Endpoint) queueReply(now Time, dst netip.Addr, h *wire.ConnHeader) {
+	if e.replyAllowed(now, dst) {
+		e.replies = append(e.replies, reply{dst: dst, h: *h})
+	}
 }
 
 // replyReset tells the sender of a packet for an unknown connection id
-// that the id names nothing here (§7.6).
+// that the id names nothing here (§7.6), proving it with the id's reset
+// token, which is derived from the id alone: it is right even when the
+// connection is long forgotten. The budget is checked first, so a flood
+// costs a MAC per reply sent, not per packet.
 func (e *Endpoint) replyReset(now Time, from netip.Addr, id uint32) {
 	if id == 0 {
 		return
 	}
 	e.stats.ResetsSent++
-	e.queueReply(now, from, wire.ConnHeader{Opcode: wire.OpReset, SrcConn: id,
-		Reason: wire.ReasonUnknownConn, Timestamp: uint64(now)})
+	if !e.replyAllowed(now, from) {
+		return
+	}
+	e.replies = append(e.replies, reply{dst: from, h: wire.ConnHeader{Opcode: wire.OpReset, SrcConn: id,
+		Reason: wire.ReasonUnknownConn, Timestamp: uint64(now), ResetToken: e.resetTokenOf(id)}})
 }
 
-type rejectError wire.ConnReason
+// resetTokenOf is the reset token of this endpoint's connection id (§7.6):
+// the first 16 bytes of HMAC-SHA256(secret, "RST" | id). The MAC input is
+// 7 bytes, a cookie's 28 (cookieMAC), so the two never share an input.
+func (e *Endpoint) resetTokenOf(id uint32) (t [wire.ResetTokenLen]byte) {
+	m := e.keyedMAC()
+	var b [7]byte
+	b[0], b[1], b[2] = 'R', 'S', 'T'
+	binary.BigEndian.PutUint32(b[3:], id)
+	m.Write(b[:])
+	copy(t[:], m.Sum(e.macSum[:0]))
+	return t
+}
+
+// rejectError is the error of a connection the peer rejected.
+type rejectError struct {
+	reason wire.ConnReason
+	app    uint16
+}
 
 func (r rejectError) Error() string {
-	switch wire.ConnReason(r) {
+	switch r.reason {
 	case wire.ReasonNoService:
-		return "metaroce: connect rejected: no such service"
+		return "metaroce: connect rejected: no such service (or not with this token)"
 	case wire.ReasonLimit:
 		return "metaroce: connect rejected: connection limit"
 	case wire.ReasonParams:
 		return "metaroce: connect rejected: parameters"
+	case wire.ReasonApplication:
+		return "metaroce: connect rejected by the application: reason " + strconv.Itoa(int(r.app))
 	}
 	return "metaroce: connect rejected"
 }

@@ -1,7 +1,12 @@
 package transport_test
 
 import (
+	"encoding/hex"
+	"maps"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,12 +223,28 @@ func TestReplyRateFair(t *testing.T) {
 }
 
 // TestStaleConnectionIsReset (§7.6): when one side forgets a connection
-// (here: a restart), the other side's next packet draws a RESET and its
-// connection fails with StatusReset.
+// it did not report, the other side's next packet draws a RESET proven by
+// the forgotten id's reset token, and its connection fails with
+// StatusReset.
 func TestStaleConnectionIsReset(t *testing.T) {
 	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
 	p.connect()
-	// B restarts: a fresh endpoint at the same address.
+	transport.Forget(p.cb)
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: make([]byte, 3000), RemoteAddr: regionAddr, RKey: p.key})
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpClosed, transport.StatusReset) == 1 })
+	if count(p.cqA, transport.OpClosed, transport.StatusReset) != 1 || count(p.cqA, transport.OpWrite, transport.StatusReset) != 1 {
+		t.Fatalf("completions %+v", p.cqA)
+	}
+}
+
+// TestRestartedPeerResetIgnored (§7.6, "After a restart"): a restarted
+// endpoint has a new secret, so its RESETs for connections of its former
+// life carry tokens the peer refuses (counted); the peer fails the
+// connection on its retry limit instead.
+func TestRestartedPeerResetIgnored(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
 	fresh, err := transport.NewEndpoint(transport.Config{Seed: 99}, p.b.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -231,9 +252,177 @@ func TestStaleConnectionIsReset(t *testing.T) {
 	p.b.EP = fresh
 	p.ca.PostWrite(&transport.WorkRequest{WRID: 1, Local: make([]byte, 3000), RemoteAddr: regionAddr, RKey: p.key})
 	p.kick()
-	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpClosed, transport.StatusReset) == 1 })
-	if count(p.cqA, transport.OpClosed, transport.StatusReset) != 1 || count(p.cqA, transport.OpWrite, transport.StatusReset) != 1 {
-		t.Fatalf("completions %+v", p.cqA)
+	p.runUntil(10*time.Second, func() bool { return len(p.cqA) > 0 && p.ca.State() == transport.StateFailed })
+	if count(p.cqA, transport.OpClosed, transport.StatusRetryExceeded) != 1 || count(p.cqA, transport.OpClosed, transport.StatusReset) != 0 {
+		t.Fatalf("completions %+v, want the retry limit to end it", p.cqA)
+	}
+	if n := p.a.EP.Stats().RxResetBadToken; n == 0 || fresh.Stats().ResetsSent == 0 {
+		t.Fatalf("the restarted peer sent %d RESETs, %d refused: want some of each", fresh.Stats().ResetsSent, n)
+	}
+}
+
+// TestForgedResetIgnored (finding 8 of issue 22): a third party that knows
+// both connection ids and can send from the peer's address, but not the
+// reset token, cannot end the connection; with the token (as the peer
+// would send it) the RESET works.
+func TestForgedResetIgnored(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	forged := wire.ConnHeader{Opcode: wire.OpReset, SrcConn: p.cb.LocalID(), Reason: wire.ReasonUnknownConn}
+	for i := range 1000 {
+		forged.DstConn = [2]uint32{0, p.ca.LocalID()}[i%2]
+		forged.ResetToken[0], forged.ResetToken[1] = byte(i), byte(i>>8)
+		p.a.EP.Receive(transport.Time(p.net.Now()), p.b.Addr, false, wire.AppendConn(nil, &forged))
+	}
+	if p.ca.State() != transport.StateEstablished || p.a.EP.Stats().RxResetBadToken != 1000 {
+		t.Fatalf("after 1000 forged RESETs: state %v, %d counted", p.ca.State(), p.a.EP.Stats().RxResetBadToken)
+	}
+	p.writesInTurn(3, pattern(2000, 1)) // still carries data
+	transport.Forget(p.cb)              // now B forgets it for real
+	p.ca.PostWrite(&transport.WorkRequest{WRID: 9, Local: make([]byte, 100), RemoteAddr: regionAddr, RKey: p.key})
+	p.kick()
+	p.runUntil(time.Second, func() bool { return p.ca.State() == transport.StateFailed })
+	if count(p.cqA, transport.OpClosed, transport.StatusReset) != 1 {
+		t.Fatalf("B's own RESET did not end it: %+v", p.cqA)
+	}
+}
+
+// scanReply classifies a listener's replies to one CONNECT.
+func scanReply(t *testing.T, out []wire.Packet, src, svc uint32) string {
+	t.Helper()
+	if len(out) != 1 || out[0].Class != wire.ClassConn || out[0].Conn().DstConn() != src {
+		t.Fatalf("CONNECT of %d drew %d packets: %v", src, len(out), out)
+	}
+	c := out[0].Conn()
+	// Everything but the ids, the cookie (different per CONNECT) and the
+	// CRC that covers them.
+	return c.Opcode().String() + "/" + strconv.Itoa(int(c.Reason())) + "/" + strconv.Itoa(len(out[0].Bytes())) +
+		"/" + svcField(c, svc) + "/" + strconv.Itoa(int(c.SrcConn())) + "/" + strconv.FormatUint(c.Token(), 16) +
+		"/" + hex.EncodeToString(c.ResetToken()) + hex.EncodeToString(c.Private())
+}
+
+// svcField is the Service of a reply as a scanner compares them: a
+// CHALLENGE echoes the CONNECT's (the same information whatever it is),
+// a REJECT carries none.
+func svcField(c wire.Conn, svc uint32) string {
+	if c.Opcode() == wire.OpChallenge {
+		return strconv.FormatBool(c.Service() == svc)
+	}
+	return strconv.Itoa(int(c.Service()))
+}
+
+// TestScanLearnsNothing (finding 7 of issue 22, §7.3): a third party
+// scanning 65,536 service numbers, including one a queue pair waits on
+// with a secret token and one a deferring listener serves, gets the same
+// CHALLENGE for every cookieless CONNECT and, echoing the cookie, the same
+// REJECT NO_SERVICE for every number whatever token it guesses: it finds
+// neither service, claims neither, and no connection or request is made.
+// Then the honest peer, with the token, connects to both.
+func TestScanLearnsNothing(t *testing.T) {
+	e, err := transport.NewEndpoint(transport.Config{Seed: 42}, addrS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiting, listening = 0x3a7c, 0x9e01
+	const tokW, tokL = 0x1122334455667788, 0x0badcafe12345678
+	e.ListenWith(waiting, transport.NewMemoryTable(), transport.ListenOptions{Token: tokW})
+	e.ListenWith(listening, transport.NewMemoryTable(), transport.ListenOptions{Token: tokL, Defer: true})
+	scanner := netip.MustParseAddr("10.1.0.66")
+	first, second := map[string]int{}, map[string]int{}
+	now := transport.Time(0)
+	for svc := uint32(0); svc < 1<<16; svc++ {
+		src := svc + 1
+		now += 40_000 // two replies each: 50 a millisecond, under the reply rate
+		e.Receive(now, scanner, false, connectPkt(src, svc, nil))
+		out := drain(t, e, now)
+		first[scanReply(t, out, src, svc)]++
+		h := wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: src, InitialPSN: 1000, Service: svc, RecvWindow: 1024,
+			MaxPayload: 1384, MsgWindow: 256, Paths: 4, Timestamp: 5, Token: uint64(svc) * 0x9e3779b97f4a7c15}
+		copy(h.Cookie[:], out[0].Conn().Cookie())
+		e.Receive(now, scanner, false, wire.AppendConn(nil, &h))
+		second[scanReply(t, drain(t, e, now), src, svc)]++
+	}
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("the scan could tell numbers apart: %d kinds of first reply, %d of second", len(first), len(second))
+	}
+	t.Logf("65536 numbers: first replies %v; second replies %v", first, second)
+	for k := range second {
+		if !strings.HasPrefix(k, "REJECT/1/88/") {
+			t.Fatalf("second reply %s, want REJECT NO_SERVICE", k)
+		}
+	}
+	var cq [8]transport.Completion
+	if e.Conns() != 0 || e.PollCompletions(cq[:]) != 0 {
+		t.Fatalf("the scan made %d connections", e.Conns())
+	}
+
+	// The honest peer, with the tokens.
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 16)
+	p.b.EP.ListenWith(waiting, transport.NewMemoryTable(), transport.ListenOptions{Token: tokW})
+	for _, tok := range []uint64{0, tokW ^ 1} {
+		c, _ := p.a.EP.ConnectWith(0, p.b.Addr, waiting, transport.NewMemoryTable(), transport.ConnectOptions{Token: tok})
+		p.a.Kick()
+		p.runUntil(time.Second, func() bool { return c.State() == transport.StateFailed })
+		if r, _ := c.Rejection(); c.State() != transport.StateFailed || r != wire.ReasonNoService {
+			t.Fatalf("token %#x: state %v, rejection %v", tok, c.State(), r)
+		}
+	}
+	c, _ := p.a.EP.ConnectWith(0, p.b.Addr, waiting, transport.NewMemoryTable(), transport.ConnectOptions{Token: tokW})
+	p.a.Kick()
+	p.runUntil(time.Second, func() bool { return c.State() == transport.StateEstablished })
+	if c.State() != transport.StateEstablished {
+		t.Fatalf("the honest peer with the token: %v", c.State())
+	}
+}
+
+// TestDeferredAcceptPrivateData (§7.3, issue 20): a deferring listener
+// holds the connection Pending with the initiator's private data, answers
+// nothing to its retries, and sends the application's private data in
+// its ACCEPT; a rejected one gets the application's reason and private
+// data in its REJECT, repeated for a retry whose REJECT was lost.
+func TestDeferredAcceptPrivateData(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 16)
+	p.b.EP.ListenWith(5, transport.NewMemoryTable(), transport.ListenOptions{Token: 77, Defer: true})
+	var reqs []*transport.Conn
+	pollB := func() {
+		for _, c := range p.cqB {
+			if c.Op == transport.OpRequest && !slices.Contains(reqs, c.Conn) {
+				reqs = append(reqs, c.Conn)
+			}
+		}
+	}
+	a1, _ := p.a.EP.ConnectWith(0, p.b.Addr, 5, transport.NewMemoryTable(), transport.ConnectOptions{Token: 77, Private: []byte("hello from a1")})
+	a2, _ := p.a.EP.ConnectWith(0, p.b.Addr, 5, transport.NewMemoryTable(), transport.ConnectOptions{Token: 77, Private: []byte("a2")})
+	a1.ConnectUntil(transport.Time(5 * time.Second))
+	p.a.Kick()
+	p.runUntil(50*time.Millisecond, func() bool { pollB(); return false }) // several CONNECT retries
+	if len(reqs) != 2 || reqs[0].State() != transport.StatePending || a1.State() != transport.StateConnecting {
+		t.Fatalf("requests %d, a1 %v", len(reqs), a1.State())
+	}
+	got := map[string]*transport.Conn{}
+	for _, r := range reqs {
+		got[string(r.PeerPrivate())] = r
+	}
+	r1, r2 := got["hello from a1"], got["a2"]
+	if r1 == nil || r2 == nil {
+		t.Fatalf("private data of the requests: %q", slices.Collect(maps.Keys(got)))
+	}
+	if err := r1.Accept(transport.Time(p.net.Now()), []byte("welcome")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Reject(transport.Time(p.net.Now()), wire.ReasonApplication, 503, []byte("busy")); err != nil {
+		t.Fatal(err)
+	}
+	p.kick()
+	p.runUntil(time.Second, func() bool { return a1.State() == transport.StateEstablished && a2.State() == transport.StateFailed })
+	if string(a1.PeerPrivate()) != "welcome" || a1.State() != transport.StateEstablished {
+		t.Fatalf("a1: %v, private %q", a1.State(), a1.PeerPrivate())
+	}
+	if r, app := a2.Rejection(); r != wire.ReasonApplication || app != 503 || string(a2.PeerPrivate()) != "busy" {
+		t.Fatalf("a2: rejection %v/%d private %q (%v)", r, app, a2.PeerPrivate(), a2.Err)
+	}
+	if p.b.EP.Stats().ConnRequests != 2 {
+		t.Fatalf("%d requests, want 2 (the rejected one's retries made none)", p.b.EP.Stats().ConnRequests)
 	}
 }
 

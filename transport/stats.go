@@ -24,6 +24,9 @@ type Stats struct {
 	RxBogusAck uint64
 	// Connection packets that arrived in a state where they mean nothing.
 	RxUnexpected uint64
+	// RESETs that named a connection but carried the wrong reset token
+	// (§7.6): forgeries, or a restarted peer's.
+	RxResetBadToken uint64
 
 	DataSent, DataRetransmitted, DataReceived uint64
 	BytesPlaced                               uint64
@@ -48,6 +51,7 @@ type Stats struct {
 	OutOfOrderDropped                         uint64 // dropped by a go-back-N receiver
 	ChallengesSent, ResetsSent, RejectsSent   uint64
 	ReplyRateLimited                          uint64
+	ConnRequests                              uint64 // connections held Pending for a deferring listener
 	ConnsAccepted, ConnsFailed, ConnsClosed   uint64
 	MessagesCompleted, MessagesFailed         uint64
 	RecvCompleted                             uint64

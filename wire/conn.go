@@ -14,7 +14,20 @@ const (
 	cPaths      = 30
 	cTimestamp  = 32
 	cCookie     = 40
+	cToken      = 56
+	cResetToken = 64
+	cAppReason  = 80
+	cPrivateLen = 82
 	CookieLen   = 16
+	// ResetTokenLen is the size of a reset token (§7.6): 128 bits, so
+	// that guessing one against a live connection is hopeless at any
+	// packet rate.
+	ResetTokenLen = 16
+	// MaxPrivateData bounds the private data of a CONNECT, ACCEPT or
+	// REJECT (§7.1): room for what rdma_cm carries on a connect (56
+	// bytes) with the largest conn packet still 152 bytes, and the copy a
+	// listener keeps per connection (to repeat its ACCEPT, §7.3) small.
+	MaxPrivateData = 64
 )
 
 // ConnReason explains a REJECT or RESET (§7.5).
@@ -22,13 +35,14 @@ type ConnReason uint16
 
 const (
 	ReasonNone        ConnReason = 0
-	ReasonNoService   ConnReason = 1 // no listener for the service id
+	ReasonNoService   ConnReason = 1 // no listener for the service id, or not with that token
 	ReasonBadCookie   ConnReason = 2 // cookie invalid or expired: start again
 	ReasonParams      ConnReason = 3 // parameters not acceptable
 	ReasonUnknownConn ConnReason = 4 // RESET: the destination id names no connection
 	ReasonLimit       ConnReason = 5 // too many connections
 	ReasonClosed      ConnReason = 6 // application closed the connection
 	ReasonFailed      ConnReason = 7 // retry limit exceeded
+	ReasonApplication ConnReason = 8 // REJECT: the listening application refused; AppReason says why
 )
 
 // Conn is a validated view of a connection-management packet (§7).
@@ -48,6 +62,23 @@ func (c Conn) Paths() uint16      { return binary.BigEndian.Uint16(c[cPaths:]) }
 func (c Conn) Timestamp() uint64  { return binary.BigEndian.Uint64(c[cTimestamp:]) }
 func (c Conn) Cookie() []byte     { return c[cCookie : cCookie+CookieLen] }
 
+// Token is the service token a CONNECT presents (§7.3): 0 for a public
+// service.
+func (c Conn) Token() uint64 { return binary.BigEndian.Uint64(c[cToken:]) }
+
+// ResetToken is the sender's reset token in CONNECT and ACCEPT, and the
+// token proving a RESET (§7.6).
+func (c Conn) ResetToken() []byte { return c[cResetToken : cResetToken+ResetTokenLen] }
+
+// AppReason is the application's reason in a REJECT APPLICATION (§7.5).
+func (c Conn) AppReason() uint16 { return binary.BigEndian.Uint16(c[cAppReason:]) }
+
+// PrivateLen is the length of the private data after the fixed header.
+func (c Conn) PrivateLen() int { return int(binary.BigEndian.Uint16(c[cPrivateLen:])) }
+
+// Private is the private data of a CONNECT, ACCEPT or REJECT (§7.1).
+func (c Conn) Private() []byte { return c[ConnLen : ConnLen+c.PrivateLen()] }
+
 func isPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
 
 // MinMaxPayload is the smallest max-payload a peer may announce (§7.2):
@@ -60,9 +91,16 @@ const MinMaxPayload = 256
 // receive bitmap at 8 KiB per connection.
 const MaxRecvWindow = 1 << 16
 
+// carriesPrivate reports whether op may carry private data (§7.1).
+func carriesPrivate(op Opcode) bool { return op == OpConnect || op == OpAccept || op == OpReject }
+
 func (c Conn) validate(n int) error {
-	if n != ConnLen+TrailerLen {
+	pl := c.PrivateLen()
+	if n != ConnLen+pl+TrailerLen {
 		return ErrLength
+	}
+	if pl > MaxPrivateData || pl != 0 && !carriesPrivate(c.Opcode()) {
+		return ErrField
 	}
 	switch c.Opcode() {
 	case OpConnect, OpAccept:
@@ -83,7 +121,9 @@ func (c Conn) validate(n int) error {
 	return nil
 }
 
-// ConnHeader holds the fields of a connection packet for encoding.
+// ConnHeader holds the fields of a connection packet for encoding. The
+// private data lives in a fixed array, so a header is a plain value that
+// a reply queue can hold without allocating.
 type ConnHeader struct {
 	Opcode     Opcode
 	Flags      uint16
@@ -98,11 +138,29 @@ type ConnHeader struct {
 	Paths      uint16
 	Timestamp  uint64
 	Cookie     [CookieLen]byte
+	Token      uint64
+	ResetToken [ResetTokenLen]byte
+	AppReason  uint16
+	PrivateLen uint16 // bytes of Private used, at most MaxPrivateData
+	Private    [MaxPrivateData]byte
 }
 
-// Put writes the packet into b[:ConnLen+TrailerLen], trailer included.
+// SetPrivate copies p (at most MaxPrivateData bytes; more are cut) into
+// the header and clears the rest of the array.
+func (h *ConnHeader) SetPrivate(p []byte) {
+	n := copy(h.Private[:], p)
+	clear(h.Private[n:])
+	h.PrivateLen = uint16(n)
+}
+
+// Len is the size of the packet Put writes, trailer included.
+func (h *ConnHeader) Len() int { return ConnLen + int(min(h.PrivateLen, MaxPrivateData)) + TrailerLen }
+
+// Put writes the packet into b[:h.Len()], trailer included.
 func (h *ConnHeader) Put(b []byte) {
-	_ = b[ConnLen+TrailerLen-1]
+	pl := int(min(h.PrivateLen, MaxPrivateData))
+	n := ConnLen + pl + TrailerLen
+	_ = b[n-1]
 	putPrefix(b, h.Opcode, h.Flags, h.DstConn)
 	binary.BigEndian.PutUint32(b[cSrcConn:], h.SrcConn)
 	binary.BigEndian.PutUint32(b[cInitPSN:], uint32(h.InitialPSN))
@@ -114,7 +172,12 @@ func (h *ConnHeader) Put(b []byte) {
 	binary.BigEndian.PutUint16(b[cPaths:], h.Paths)
 	binary.BigEndian.PutUint64(b[cTimestamp:], h.Timestamp)
 	copy(b[cCookie:cCookie+CookieLen], h.Cookie[:])
-	Seal(b[:ConnLen+TrailerLen])
+	binary.BigEndian.PutUint64(b[cToken:], h.Token)
+	copy(b[cResetToken:cResetToken+ResetTokenLen], h.ResetToken[:])
+	binary.BigEndian.PutUint16(b[cAppReason:], h.AppReason)
+	binary.BigEndian.PutUint16(b[cPrivateLen:], uint16(pl))
+	copy(b[ConnLen:ConnLen+pl], h.Private[:pl])
+	Seal(b[:n])
 }
 
 // Decode fills h from a validated view.
@@ -123,15 +186,17 @@ func (h *ConnHeader) Decode(c Conn) {
 		Opcode: c.Opcode(), Flags: c.Flags(), DstConn: c.DstConn(), SrcConn: c.SrcConn(),
 		InitialPSN: c.InitialPSN(), Service: c.Service(), RecvWindow: c.RecvWindow(),
 		MaxPayload: c.MaxPayload(), MsgWindow: c.MsgWindow(), Reason: c.Reason(),
-		Paths: c.Paths(), Timestamp: c.Timestamp(),
+		Paths: c.Paths(), Timestamp: c.Timestamp(), Token: c.Token(), AppReason: c.AppReason(),
 	}
 	copy(h.Cookie[:], c.Cookie())
+	copy(h.ResetToken[:], c.ResetToken())
+	h.SetPrivate(c.Private())
 }
 
 // AppendConn appends a sealed connection packet to b.
 func AppendConn(b []byte, h *ConnHeader) []byte {
 	n := len(b)
-	b = grow(b, ConnLen+TrailerLen)
+	b = grow(b, h.Len())
 	h.Put(b[n:])
 	return b
 }

@@ -26,6 +26,9 @@ func checkConn(t *testing.T, c wire.Conn, h wire.ConnHeader) {
 		{"Reason", uint64(c.Reason()), uint64(h.Reason)},
 		{"Paths", uint64(c.Paths()), uint64(h.Paths)},
 		{"Timestamp", c.Timestamp(), h.Timestamp},
+		{"Token", c.Token(), h.Token},
+		{"AppReason", uint64(c.AppReason()), uint64(h.AppReason)},
+		{"PrivateLen", uint64(c.PrivateLen()), uint64(h.PrivateLen)},
 	}
 	for _, g := range got {
 		if g.got != g.want {
@@ -34,6 +37,9 @@ func checkConn(t *testing.T, c wire.Conn, h wire.ConnHeader) {
 	}
 	if !bytes.Equal(c.Cookie(), h.Cookie[:]) {
 		t.Errorf("Cookie() = % x, want % x", c.Cookie(), h.Cookie[:])
+	}
+	if !bytes.Equal(c.ResetToken(), h.ResetToken[:]) || !bytes.Equal(c.Private(), h.Private[:h.PrivateLen]) {
+		t.Errorf("ResetToken() % x, Private() % x: want % x, % x", c.ResetToken(), c.Private(), h.ResetToken[:], h.Private[:h.PrivateLen])
 	}
 	var dec wire.ConnHeader
 	dec.Decode(c)
@@ -70,8 +76,8 @@ func TestConnRoundTrip(t *testing.T) {
 				h := validConn(op)
 				v.f(&h)
 				pkt := wire.AppendConn(nil, &h)
-				if len(pkt) != 60 {
-					t.Fatalf("AppendConn made %d bytes, want 60", len(pkt))
+				if want := 88 + int(h.PrivateLen); len(pkt) != want {
+					t.Fatalf("AppendConn made %d bytes, want %d", len(pkt), want)
 				}
 				p := mustParse(t, pkt)
 				if p.Class != wire.ClassConn {
@@ -79,9 +85,9 @@ func TestConnRoundTrip(t *testing.T) {
 				}
 				checkConn(t, p.Conn(), h)
 
-				frame := bytes.Repeat([]byte{0xa5}, 80)
+				frame := bytes.Repeat([]byte{0xa5}, len(pkt)+20)
 				h.Put(frame)
-				if !bytes.Equal(frame[:60], pkt) || !bytes.Equal(frame[60:], bytes.Repeat([]byte{0xa5}, 20)) {
+				if !bytes.Equal(frame[:len(pkt)], pkt) || !bytes.Equal(frame[len(pkt):], bytes.Repeat([]byte{0xa5}, 20)) {
 					t.Fatalf("Put into a dirty frame differs from AppendConn or wrote past the trailer")
 				}
 			})
@@ -124,6 +130,10 @@ func TestConnLayout(t *testing.T) {
 		{"reason", uint64(get16(pkt, offConnReason)), uint64(h.Reason)},
 		{"paths", uint64(get16(pkt, offConnPaths)), uint64(h.Paths)},
 		{"timestamp", get64(pkt, offConnTimestamp), h.Timestamp},
+		{"token", get64(pkt, offConnToken), h.Token},
+		{"app reason", uint64(get16(pkt, offConnAppReason)), uint64(h.AppReason)},
+		{"private len", uint64(get16(pkt, offConnPrivLen)), uint64(h.PrivateLen)},
+		{"length", uint64(len(pkt)), uint64(88 + h.PrivateLen)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -132,5 +142,11 @@ func TestConnLayout(t *testing.T) {
 	}
 	if !bytes.Equal(pkt[offConnCookie:offConnCookie+16], h.Cookie[:]) {
 		t.Errorf("cookie not at 40..55")
+	}
+	if !bytes.Equal(pkt[offConnResetToken:offConnResetToken+16], h.ResetToken[:]) {
+		t.Errorf("reset token not at 64..79")
+	}
+	if !bytes.Equal(pkt[offConnPrivate:offConnPrivate+int(h.PrivateLen)], h.Private[:h.PrivateLen]) {
+		t.Errorf("private data not at 84..")
 	}
 }

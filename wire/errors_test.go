@@ -59,7 +59,7 @@ func TestErrShort(t *testing.T) {
 	} else {
 		mustParse(t, pkt)
 	}
-	for _, op := range []wire.Opcode{wire.OpAck, wire.OpNack, wire.OpConnect} {
+	for _, op := range []wire.Opcode{wire.OpAck, wire.OpNack, wire.OpDisconnect} {
 		if pkt := validPacket(op); len(pkt) != fixedLen(op.Class()) {
 			t.Errorf("%s packet is %d bytes, want %d", op, len(pkt), fixedLen(op.Class()))
 		}
@@ -174,7 +174,7 @@ func TestOpcodeFlipsResealed(t *testing.T) {
 		{wire.OpChallenge, wire.OpConnect}: wire.ErrField, // DstConn set
 		{wire.OpReject, wire.OpAccept}:     accept,
 		{wire.OpReset, 0x27}:               wire.ErrOpcode,
-		{wire.OpReset, wire.OpReadResp}:    wire.ErrShort,
+		{wire.OpReset, wire.OpReadResp}:    wire.ErrLength, // 88 bytes: long enough, PayloadLen 0
 	}
 	seen := map[flip]bool{}
 	for _, op := range allOps() {
@@ -423,6 +423,31 @@ func TestErrField(t *testing.T) {
 		errCase{"ACCEPT src conn zero", conn(wire.OpAccept, func(b []byte) { put32(b, offConnSrc, 0) }), wire.ErrField},
 		errCase{"CHALLENGE src conn zero", conn(wire.OpChallenge, func(b []byte) { put32(b, offConnSrc, 0) }), accept},
 	)
+	// Private data (§7.1): the length field must agree with the packet,
+	// at most 64 bytes, and only on CONNECT, ACCEPT and REJECT.
+	withPrivate := func(op wire.Opcode, n int) []byte {
+		h := validConn(op)
+		h.PrivateLen = 0
+		b := wire.AppendConn(nil, &h)
+		b = append(b[:len(b)-4], make([]byte, n+4)...)
+		put16(b, offConnPrivLen, uint16(n))
+		wire.Seal(b)
+		return b
+	}
+	for _, op := range connOps {
+		private := op == wire.OpConnect || op == wire.OpAccept || op == wire.OpReject
+		for _, n := range []int{1, 64, 65, 200} {
+			want := accept
+			if n > 64 || !private {
+				want = wire.ErrField
+			}
+			cases = append(cases, errCase{fmt.Sprintf("%s private %d", op, n), withPrivate(op, n), want})
+		}
+		long := withPrivate(op, 0)
+		put16(long, offConnPrivLen, 1)
+		wire.Seal(long)
+		cases = append(cases, errCase{fmt.Sprintf("%s private length past the end", op), long, wire.ErrLength})
+	}
 	for _, op := range []wire.Opcode{wire.OpConnect, wire.OpAccept} {
 		for _, w := range []uint32{0, 3, 6, 1<<16 + 1, 1 << 17, 1 << 31, ^uint32(0)} {
 			cases = append(cases, errCase{fmt.Sprintf("%s recv window %#x", op, w),

@@ -253,15 +253,21 @@ func nackFieldRules(h wire.NackHeader, size int, rsvd1 uint8, rsvd2 uint32) []wi
 }
 
 // connRules judges h as ConnHeader.Put encodes it.
-func connRules(h wire.ConnHeader) []wire.Error { return connFieldRules(h, 60) }
+func connRules(h wire.ConnHeader) []wire.Error {
+	return connFieldRules(h, 88+int(min(h.PrivateLen, 64)))
+}
 
 func connFieldRules(h wire.ConnHeader, size int) []wire.Error {
 	var v []wire.Error
 	if h.Flags&^definedFlags != 0 {
 		v = append(v, wire.ErrReserved)
 	}
-	if size != 60 {
+	if size != 88+int(h.PrivateLen) {
 		v = append(v, wire.ErrLength)
+	}
+	private := h.Opcode == wire.OpConnect || h.Opcode == wire.OpAccept || h.Opcode == wire.OpReject
+	if h.PrivateLen > 64 || h.PrivateLen != 0 && !private {
+		v = append(v, wire.ErrField)
 	}
 	if h.Opcode != wire.OpConnect && h.Opcode != wire.OpAccept {
 		return v
@@ -307,7 +313,7 @@ func rawRules(b []byte) []wire.Error {
 	case 0x11: // NACK
 		fixed = 40
 	case 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26: // CONNECT .. RESET
-		fixed = 56
+		fixed = 84
 	default:
 		return one(wire.ErrOpcode)
 	}
@@ -341,7 +347,7 @@ func rawRules(b []byte) []wire.Error {
 		h := wire.ConnHeader{
 			Opcode: op, Flags: flags, DstConn: dst, SrcConn: get32(b, offConnSrc),
 			RecvWindow: get32(b, offConnRecvWindow), MaxPayload: get16(b, offConnMaxPayload),
-			MsgWindow: get16(b, offConnMsgWindow),
+			MsgWindow: get16(b, offConnMsgWindow), PrivateLen: get16(b, offConnPrivLen),
 		}
 		return connFieldRules(h, size)
 	}
@@ -510,7 +516,8 @@ func FuzzConn(f *testing.F) {
 	seed := func(h wire.ConnHeader) {
 		f.Add(uint8(slices.Index(connOps, h.Opcode)), h.Flags, h.DstConn, h.SrcConn, uint32(h.InitialPSN),
 			h.Service, h.RecvWindow, h.MaxPayload, h.MsgWindow, uint16(h.Reason), h.Paths, h.Timestamp,
-			binary.BigEndian.Uint64(h.Cookie[:]), binary.BigEndian.Uint64(h.Cookie[8:]))
+			binary.BigEndian.Uint64(h.Cookie[:]), binary.BigEndian.Uint64(h.Cookie[8:]),
+			h.Token, binary.BigEndian.Uint64(h.ResetToken[:]), h.AppReason, h.Private[:h.PrivateLen])
 	}
 	for _, op := range connOps {
 		h := validConn(op)
@@ -519,14 +526,18 @@ func FuzzConn(f *testing.F) {
 		seed(h)
 	}
 	f.Fuzz(func(t *testing.T, opSel uint8, flags uint16, dst, src, initPSN, service, recvWin uint32,
-		maxPayload, msgWin, reason, paths uint16, ts, cookieHi, cookieLo uint64) {
+		maxPayload, msgWin, reason, paths uint16, ts, cookieHi, cookieLo, token, resetHi uint64,
+		appReason uint16, private []byte) {
 		in := wire.ConnHeader{
 			Opcode: connOps[int(opSel)%len(connOps)], Flags: flags, DstConn: dst, SrcConn: src,
 			InitialPSN: wire.PSN(initPSN), Service: service, RecvWindow: recvWin, MaxPayload: maxPayload,
 			MsgWindow: msgWin, Reason: wire.ConnReason(reason), Paths: paths, Timestamp: ts,
+			Token: token, AppReason: appReason,
 		}
 		binary.BigEndian.PutUint64(in.Cookie[:], cookieHi)
 		binary.BigEndian.PutUint64(in.Cookie[8:], cookieLo)
+		binary.BigEndian.PutUint64(in.ResetToken[:], resetHi)
+		in.SetPrivate(private) // at most 64 bytes; more are cut
 		h := in
 		p, err := wire.Parse(wire.AppendConn(nil, &h))
 		if !checkVerdict(t, err, connRules(in)) {

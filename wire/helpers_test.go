@@ -66,6 +66,11 @@ const (
 	offConnPaths      = 30
 	offConnTimestamp  = 32
 	offConnCookie     = 40
+	offConnToken      = 56
+	offConnResetToken = 64
+	offConnAppReason  = 80
+	offConnPrivLen    = 82
+	offConnPrivate    = 84
 )
 
 var (
@@ -191,11 +196,19 @@ func validConn(op wire.Opcode) wire.ConnHeader {
 	for i := range h.Cookie {
 		h.Cookie[i] = byte(0xf0 - i)
 	}
+	for i := range h.ResetToken {
+		h.ResetToken[i] = byte(0x30 + i)
+	}
 	switch op {
 	case wire.OpConnect:
 		h.DstConn = 0
+		h.Token = 0x5ec2e7_70ce_0001
+		h.SetPrivate([]byte("hello, listener"))
+	case wire.OpAccept:
+		h.SetPrivate([]byte("welcome"))
 	case wire.OpReject:
-		h.Reason = wire.ReasonNoService
+		h.Reason, h.AppReason = wire.ReasonApplication, 0x1234
+		h.SetPrivate([]byte("go away"))
 	case wire.OpReset:
 		h.Reason = wire.ReasonUnknownConn
 	case wire.OpDisconnect:
@@ -233,7 +246,7 @@ func fixedLen(c wire.Class) int {
 	case wire.ClassNack:
 		return 40 + 4
 	case wire.ClassConn:
-		return 56 + 4
+		return 84 + 4
 	}
 	return 0
 }

@@ -53,6 +53,9 @@ const (
 	specTSA    = 1_000_000_000 // A's clock, ns
 	specTSB    = 5_200_000_000 // B's clock, ns
 	specIssueT = 5             // B's clock in seconds when it issued the cookie
+	// specToken is service 1's token, which B issued to its application
+	// and A's application got out of band (§7.3).
+	specToken = 0x5ca1ab1e0ddba11
 )
 
 // specCookieSecret is the listener's HMAC key in the §12.4 example.
@@ -65,6 +68,44 @@ var specCookieSecret = func() []byte {
 }()
 
 var specCookiePeer = netip.MustParseAddr("10.0.0.1")
+
+// specSecretA is A's endpoint secret in the §12.4 reset-token example
+// (B's is specCookieSecret): the 32 bytes 0x20..0x3f.
+var specSecretA = func() []byte {
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(0x20 + i)
+	}
+	return b
+}()
+
+// specResetToken computes the §7.6 reset token: the first 16 bytes of
+// HMAC-SHA256(secret, "RST" | connection id), the id big-endian.
+func specResetToken(secret []byte, id uint32) (input []byte, tok [wire.ResetTokenLen]byte) {
+	input = append([]byte("RST"), 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(input[3:], id)
+	m := hmac.New(sha256.New, secret)
+	m.Write(input)
+	copy(tok[:], m.Sum(nil))
+	return input, tok
+}
+
+// specResetExamples are the reset tokens the vectors carry.
+var specResetExamples = []struct {
+	name, who string
+	secret    []byte
+	id        uint32
+	usedBy    string
+}{
+	{"reset-token-a", "A's, for its connection 0x1c2d3e4f, which A announces in its CONNECT", specSecretA, specConnA, "connect connect-cookie"},
+	{"reset-token-b", "B's, for its connection 0x8a3f19c2, which B announces in its ACCEPT", specCookieSecret, specConnB, "accept"},
+	{"reset-token-unknown", "B's, for the id 0x77665544 it no longer knows, which its RESET carries", specCookieSecret, 0x77665544, "reset"},
+}
+
+func specReset(secret []byte, id uint32) [wire.ResetTokenLen]byte {
+	_, t := specResetToken(secret, id)
+	return t
+}
 
 // specCookie computes the §7.4 cookie: the issue time in seconds, then the
 // first 12 bytes of HMAC-SHA256(secret, peer address as 16 bytes | peer
@@ -100,26 +141,31 @@ type specVector struct {
 
 func specVectors() []specVector {
 	ck := specExampleCookie()
+	tokA, tokB := specReset(specSecretA, specConnA), specReset(specCookieSecret, specConnB)
+	priv := func(h *wire.ConnHeader, s string) *wire.ConnHeader { h.SetPrivate([]byte(s)); return h }
 	var sack [wire.SackBytes]byte
 	sack[0], sack[1] = 0xfb, 0x03 // path seqs 41, 40, 38..32 arrived; 39 missing
 	vs := []specVector{
 		{name: "connect", title: "CONNECT without a cookie",
-			note: "A's first CONNECT: no cookie yet, so the 16 cookie bytes are zero (§7.3 step 1).",
-			conn: &wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: specConnA, InitialPSN: specPSNA, Service: 1,
-				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSA}},
+			note: "A's first CONNECT: no cookie yet, so the 16 cookie bytes are zero (§7.3 step 1); service 1's token, A's reset token (§12.4) and 8 bytes of private data.",
+			conn: priv(&wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: specConnA, InitialPSN: specPSNA, Service: 1,
+				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSA,
+				Token: specToken, ResetToken: tokA}, "rank=017")},
 		{name: "challenge", title: "CHALLENGE",
 			note: "B's stateless answer: the cookie of §12.4, the CONNECT's timestamp echoed (§7.3 step 2).",
 			conn: &wire.ConnHeader{Opcode: wire.OpChallenge, DstConn: specConnA, Service: 1, Timestamp: specTSA, Cookie: ck}},
 		{name: "connect-cookie", title: "CONNECT with the cookie",
-			note: "A repeats its CONNECT with the cookie echoed byte for byte (§7.3 step 3).",
-			conn: &wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: specConnA, InitialPSN: specPSNA, Service: 1,
-				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSA + 20_000, Cookie: ck}},
+			note: "A repeats its CONNECT with the cookie echoed byte for byte (§7.3 step 3), and everything else as before.",
+			conn: priv(&wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: specConnA, InitialPSN: specPSNA, Service: 1,
+				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSA + 20_000, Cookie: ck,
+				Token: specToken, ResetToken: tokA}, "rank=017")},
 		{name: "accept", title: "ACCEPT",
-			note: "B has created the connection (id 0x8a3f19c2) and announces its own parameters (§7.3 step 4).",
-			conn: &wire.ConnHeader{Opcode: wire.OpAccept, DstConn: specConnA, SrcConn: specConnB, InitialPSN: specPSNB, Service: 1,
-				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSB + 30_000}},
+			note: "B's application accepted the connection (B's id 0x8a3f19c2): B announces its own parameters, its reset token (§12.4) and the application's private data (§7.3 step 4).",
+			conn: priv(&wire.ConnHeader{Opcode: wire.OpAccept, DstConn: specConnA, SrcConn: specConnB, InitialPSN: specPSNB, Service: 1,
+				RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSB + 30_000,
+				ResetToken: tokB}, "welcome, 17")},
 		{name: "reject", title: "REJECT",
-			note: "A listener's answer to a CONNECT (from another initiator, id 0x2e3f4051) for a service it does not offer.",
+			note: "A listener's answer to a CONNECT with a valid cookie (from another initiator, id 0x2e3f4051) for a service it does not offer, or offers with another token: the same packet either way (§7.3).",
 			conn: &wire.ConnHeader{Opcode: wire.OpReject, DstConn: 0x2e3f4051, Reason: wire.ReasonNoService, Timestamp: specTSB + 40_000}},
 		{name: "write", title: "WRITE, last packet of a message",
 			note: "Bytes 6920..6927 of a 6928-byte WRITE to B's region: placed at RemoteAddr+Offset (§4.1.2); ACK_REQ because it is the last packet.",
@@ -184,8 +230,9 @@ func specVectors() []specVector {
 			note: "B's answer: the DISCONNECT's ids swapped (§7.7).",
 			conn: &wire.ConnHeader{Opcode: wire.OpDisconnectAck, DstConn: specConnA, SrcConn: specConnB, Timestamp: specTSB + 9_000_000}},
 		{name: "reset", title: "RESET",
-			note: "An endpoint received a packet for connection id 0x77665544, which names nothing there (§7.6).",
-			conn: &wire.ConnHeader{Opcode: wire.OpReset, SrcConn: 0x77665544, Reason: wire.ReasonUnknownConn, Timestamp: specTSB + 9_500_000}},
+			note: "B received a packet for connection id 0x77665544, which names nothing there, and proves the RESET with the reset token of that id (§7.6, §12.4).",
+			conn: &wire.ConnHeader{Opcode: wire.OpReset, SrcConn: 0x77665544, Reason: wire.ReasonUnknownConn, Timestamp: specTSB + 9_500_000,
+				ResetToken: specReset(specCookieSecret, 0x77665544)}},
 		// Appended rather than placed after nack-remote-access (and probe and
 		// nack-sequence after it), so that the numbers of the vectors before
 		// them stay as they were.
@@ -202,6 +249,10 @@ func specVectors() []specVector {
 			note: "On a connection in the rocev2 baseline mode (§8.8; the same ids, for brevity), B's go-back-N receiver expects PSN 0x9e3779c5 and gets the next one, on the connection's one path: dropped, and A is told to resume at CumPSN. Sent once for this gap (§6.2).",
 			nack: &wire.NackHeader{DstConn: specConnA, PSN: specPSNA + 13, PathID: 0, Reason: wire.NackSequence, PathSeq: 13,
 				CumPSN: specPSNA + 12, EchoTimestamp: specTSA + 800_000}},
+		{name: "reject-app", title: "REJECT by the application",
+			note: "B's application refuses a connection request (from initiator 0x2e3f4052) with its own reason 503 and private data (§7.3, §7.5).",
+			conn: priv(&wire.ConnHeader{Opcode: wire.OpReject, DstConn: 0x2e3f4052, Reason: wire.ReasonApplication, AppReason: 503,
+				Timestamp: specTSB + 41_000}, "busy: retry in 5 s")},
 	}
 	for i := range vs {
 		if d := vs[i].data; d != nil {
@@ -257,8 +308,11 @@ func specBuildFrame(ep *frame.Endpoints, dscp, ecn uint8, payload []byte) ([]byt
 var specConnReasonNames = map[wire.ConnReason]string{
 	wire.ReasonNone: "NONE", wire.ReasonNoService: "NO_SERVICE", wire.ReasonBadCookie: "BAD_COOKIE",
 	wire.ReasonParams: "PARAMS", wire.ReasonUnknownConn: "UNKNOWN_CONN", wire.ReasonLimit: "LIMIT",
-	wire.ReasonClosed: "CLOSED", wire.ReasonFailed: "FAILED",
+	wire.ReasonClosed: "CLOSED", wire.ReasonFailed: "FAILED", wire.ReasonApplication: "APPLICATION",
 }
+
+// specPrivate is the private data of a conn header as a vector lists it.
+type specPrivate struct{ h *wire.ConnHeader }
 
 // A specField ties a vector key to a header field; hexa selects the
 // notation the generator uses (the reader accepts decimal and 0x-hex for
@@ -311,6 +365,8 @@ func specConnFields(h *wire.ConnHeader) []specField {
 		{"recv_window", &h.RecvWindow, false}, {"max_payload", &h.MaxPayload, false},
 		{"msg_window", &h.MsgWindow, false}, {"reason", &h.Reason, false}, {"paths", &h.Paths, false},
 		{"timestamp", &h.Timestamp, false}, {"cookie", &h.Cookie, true},
+		{"token", &h.Token, true}, {"reset_token", &h.ResetToken, true}, {"app_reason", &h.AppReason, false},
+		{"private_len", &h.PrivateLen, false}, {"private", specPrivate{h}, true},
 	}
 }
 
@@ -355,6 +411,8 @@ func specFormatField(f specField) string {
 		return hex.EncodeToString(p[:])
 	case *[]byte:
 		return hex.EncodeToString(*p)
+	case specPrivate:
+		return hex.EncodeToString(p.h.Private[:p.h.PrivateLen])
 	}
 	panic(fmt.Sprintf("field %s: unhandled type %T", f.key, f.ptr))
 }
@@ -419,6 +477,13 @@ func specSetField(f specField, s string) error {
 		b, err := hex.DecodeString(s)
 		*p = b
 		return err
+	case specPrivate:
+		b, err := hex.DecodeString(s)
+		if err == nil && len(b) != int(p.h.PrivateLen) {
+			err = fmt.Errorf("%d bytes of private data, private_len %d", len(b), p.h.PrivateLen)
+		}
+		p.h.SetPrivate(b)
+		return err
 	}
 	return fmt.Errorf("field %s: unhandled type %T", f.key, f.ptr)
 }
@@ -468,12 +533,19 @@ func specGenerate(t *testing.T) string {
 	}
 
 	input, ck := specCookie(specCookieSecret, specCookiePeer, specConnA, 1, specIssueT)
-	w.WriteString("\n### 12.4 Cookie example\n\n")
+	w.WriteString("\n### 12.4 Cookie and reset-token examples\n\n")
 	w.WriteString("The cookie of the `challenge` and `connect-cookie` vectors, computed as §7.4 describes " +
 		"with a listener secret of the 32 bytes 0x00..0x1f. `mac_input` is the HMAC message; " +
 		"the peer's IPv4 address enters it in its IPv4-mapped 16-byte form.\n\n")
 	fmt.Fprintf(&w, "```cookie\nname: challenge-cookie\nsecret: %x\npeer: %s\nsrc_conn: 0x%08x\nservice: 1\nissue_time: %d\nmac_input: %x\ncookie: %x\nused_by: challenge connect-cookie\n```\n",
 		specCookieSecret, specCookiePeer, specConnA, specIssueT, input, ck[:])
+	w.WriteString("\nThe reset tokens of the vectors, computed as §7.6 describes: B's secret is the cookie secret " +
+		"above, A's the 32 bytes 0x20..0x3f. `mac_input` is the HMAC message, \"RST\" and the id.\n")
+	for _, r := range specResetExamples {
+		in, tok := specResetToken(r.secret, r.id)
+		fmt.Fprintf(&w, "\n%s%s:\n\n```resettoken\nname: %s\nsecret: %x\nconn_id: 0x%08x\nmac_input: %x\nreset_token: %x\nused_by: %s\n```\n",
+			strings.ToUpper(r.who[:1]), r.who[1:], r.name, r.secret, r.id, in, tok[:], r.usedBy)
+	}
 
 	fe := &specFrameExample
 	var payload []byte
@@ -518,7 +590,7 @@ func specReadBlocks(text string, first int) ([]specBlock, error) {
 		ln := first + i + 1
 		if cur == nil {
 			switch strings.TrimSpace(line) {
-			case "```vector", "```cookie", "```frame":
+			case "```vector", "```cookie", "```frame", "```resettoken":
 				cur = &specBlock{kind: strings.TrimPrefix(strings.TrimSpace(line), "```"), line: ln, vals: map[string]string{}}
 			}
 			continue
@@ -715,6 +787,8 @@ func TestSpecVectors(t *testing.T) {
 		switch b := &blocks[i]; b.kind {
 		case "cookie":
 			specCheckCookie(t, b, packets)
+		case "resettoken":
+			specCheckResetToken(t, b, packets)
 		case "frame":
 			specCheckFrame(t, b, packets)
 		}
@@ -753,6 +827,28 @@ func specCheckCookie(t *testing.T, b *specBlock, packets map[string][]byte) {
 		p, err := wire.Parse(pkt)
 		if err != nil || p.Class != wire.ClassConn || !bytes.Equal(p.Conn().Cookie(), ck[:]) {
 			t.Errorf("vector %s does not carry the example cookie", name)
+		}
+	}
+}
+
+func specCheckResetToken(t *testing.T, b *specBlock, packets map[string][]byte) {
+	t.Helper()
+	secret, err1 := hex.DecodeString(b.vals["secret"])
+	id, err2 := strconv.ParseUint(b.vals["conn_id"], 0, 32)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("resettoken block at line %d: %v %v", b.line, err1, err2)
+	}
+	input, tok := specResetToken(secret, uint32(id))
+	if got := b.vals["mac_input"]; got != hex.EncodeToString(input) {
+		t.Errorf("reset token mac_input %s, want %x", got, input)
+	}
+	if got := b.vals["reset_token"]; got != hex.EncodeToString(tok[:]) {
+		t.Errorf("reset token %s, want %x", got, tok[:])
+	}
+	for _, name := range strings.Fields(b.vals["used_by"]) {
+		p, err := wire.Parse(packets[name])
+		if err != nil || p.Class != wire.ClassConn || !bytes.Equal(p.Conn().ResetToken(), tok[:]) {
+			t.Errorf("vector %s does not carry the reset token %s", name, b.vals["name"])
 		}
 	}
 }

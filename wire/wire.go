@@ -117,7 +117,7 @@ const (
 	DataLen    = 64
 	AckLen     = 80
 	NackLen    = 40
-	ConnLen    = 56
+	ConnLen    = 84 // fixed part; CONNECT, ACCEPT and REJECT add private data (§7.1)
 	SackBits   = 256
 	SackBytes  = SackBits / 8
 	// MinPacket is the shortest packet any opcode allows.

@@ -1,5 +1,10 @@
 package proto
 
+import (
+	"encoding/hex"
+	"encoding/json"
+)
+
 // The session operations (docs/api.md). Requests and responses are one
 // struct each, with every operation's fields optional, so one Decode
 // serves every operation and a field added later is ignored by an older
@@ -72,6 +77,47 @@ type Request struct {
 	Peer      string `json:"peer,omitempty"`
 	RemoteQPN uint32 `json:"remote_qpn,omitempty"`
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
+	// connect: the remote queue pair's or listener's token (create_qp's
+	// or listen's Token on the peer's side, shipped out of band with its
+	// number); 0 for a public listener.
+	Token uint64 `json:"token,omitempty"`
+	// connect, accept_request, reject_request: private data for the peer
+	// (at most MaxPrivate bytes; docs/spec.md §7.1).
+	Private Hex `json:"private,omitempty"`
+	// reject_request: the application's reason, carried in the REJECT.
+	AppReason uint16 `json:"app_reason,omitempty"`
+	// listen: a public listener (token 0): whoever knows the service
+	// number may connect, as to a TCP port.
+	Public bool `json:"public,omitempty"`
+}
+
+// MaxPrivate bounds the private data of connect, accept_request and
+// reject_request: what a CONNECT, ACCEPT or REJECT carries (§7.1).
+const MaxPrivate = 64
+
+// Hex is bytes that travel as a hex string in JSON (a C client writes and
+// reads it without a base64 codec).
+type Hex []byte
+
+func (h Hex) MarshalJSON() ([]byte, error) { return json.Marshal(hex.EncodeToString(h)) }
+
+func (h *Hex) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := hex.DecodeString(s)
+	*h = v
+	return err
+}
+
+// Rejection is why a connect was refused (docs/spec.md §7.5): the REJECT's
+// reason ("no_service", "limit", "application" ...), and for
+// "application" the listening application's reason and private data.
+type Rejection struct {
+	Reason    string `json:"reason"`
+	AppReason uint16 `json:"app_reason,omitempty"`
+	Private   Hex    `json:"private,omitempty"`
 }
 
 // Response is any response.
@@ -93,6 +139,13 @@ type Response struct {
 	MaxPayload int    `json:"max_payload,omitempty"`
 	// accept: who connected; query_qp: the peer, if any.
 	Peer string `json:"peer,omitempty"`
+	// create_qp, listen: the token a peer's connect must carry (0 for a
+	// public listener); ship it with the number, like an rkey.
+	Token uint64 `json:"token,omitempty"`
+	// connect: the ACCEPT's private data; get_request: the CONNECT's.
+	Private Hex `json:"private,omitempty"`
+	// A connect_failed error of a refused connect: why.
+	Rejection *Rejection `json:"rejection,omitempty"`
 	// query_qp: the queue pair's state (QPState*) and, once closed, why
 	// (a completion status name: "flushed" for an orderly close by
 	// either side, "reset", "retry_exceeded", "rejected" ...).

@@ -80,6 +80,8 @@ type Header struct {
 type Error struct {
 	Code Code
 	Msg  string
+	// Reject, for a connect the peer refused, says why.
+	Reject *Rejection
 }
 
 func (e *Error) Error() string {

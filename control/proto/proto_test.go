@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"reflect"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -133,7 +134,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal(err)
 		}
 		var r2 Request
-		if _, err := Decode(out, &r2); err != nil || r2 != r {
+		if len(r.Private) == 0 {
+			r.Private = nil // an empty hex string is omitted, and comes back nil
+		}
+		if _, err := Decode(out, &r2); err != nil || !reflect.DeepEqual(r2, r) {
 			t.Fatalf("re-decode: %v\n%+v\n%+v", err, r, r2)
 		}
 	})

@@ -46,12 +46,14 @@ local nack_reasons = {
 -- §7.5
 local conn_reasons = {
   [0] = "NONE", [1] = "NO_SERVICE", [2] = "BAD_COOKIE", [3] = "PARAMS",
-  [4] = "UNKNOWN_CONN", [5] = "LIMIT", [6] = "CLOSED", [7] = "FAILED",
+  [4] = "UNKNOWN_CONN", [5] = "LIMIT", [6] = "CLOSED", [7] = "FAILED", [8] = "APPLICATION",
 }
 local crc_status = { [0] = "Bad", [1] = "Good", [2] = "Unverified" }
 
 -- Fixed header size per class (§3.4), including the prefix.
-local DATA_LEN, ACK_LEN, NACK_LEN, CONN_LEN, TRAILER = 64, 80, 40, 56, 4
+local DATA_LEN, ACK_LEN, NACK_LEN, CONN_LEN, TRAILER = 64, 80, 40, 84, 4
+-- Private data bound of CONNECT, ACCEPT and REJECT (§7.1).
+local MAX_PRIVATE = 64
 
 local function class_of(op)
   if op >= 0x01 and op <= 0x07 then return "data", DATA_LEN end
@@ -114,6 +116,11 @@ local f = {
   conn_reason = F.uint16("metaroce.conn_reason", "Reason", base.DEC, conn_reasons),
   paths = F.uint16("metaroce.paths", "Paths"),
   cookie = F.bytes("metaroce.cookie", "Cookie"),
+  token = F.uint64("metaroce.token", "Token", base.HEX),
+  reset_token = F.bytes("metaroce.reset_token", "ResetToken"),
+  app_reason = F.uint16("metaroce.app_reason", "AppReason"),
+  private_len = F.uint16("metaroce.private_len", "PrivateLen"),
+  private = F.bytes("metaroce.private", "PrivateData"),
   -- trailer (§3.4)
   crc = F.uint32("metaroce.crc", "CRC32C", base.HEX),
   crc_status = F.uint8("metaroce.crc.status", "CRC32C status", base.DEC, crc_status),
@@ -261,7 +268,9 @@ local function validate(tvb, cls, op, flags, n)
     local r = u8(tvb, 14)
     if r == 0 or r > 6 then return "field" end
   elseif cls == "conn" then
-    if n ~= CONN_LEN + TRAILER then return "length" end
+    local pl = u16(tvb, 82)
+    if n ~= CONN_LEN + pl + TRAILER then return "length" end
+    if pl > MAX_PRIVATE or (pl ~= 0 and op ~= 0x20 and op ~= 0x22 and op ~= 0x23) then return "field" end
     if op == 0x20 or op == 0x22 then
       if op == 0x20 and u32(tvb, 4) ~= 0 then return "field" end
       if u32(tvb, 8) == 0 then return "field" end
@@ -356,6 +365,13 @@ local function dissect_conn(tvb, t, op)
   t:add(f.paths, tvb(30, 2))
   t:add(f.timestamp, tvb(32, 8))
   t:add(f.cookie, tvb(40, 16))
+  t:add(f.token, tvb(56, 8))
+  t:add(f.reset_token, tvb(64, 16))
+  t:add(f.app_reason, tvb(80, 2))
+  t:add(f.private_len, tvb(82, 2))
+  -- the private data as far as the packet holds it before the trailer
+  local pend = math.min(CONN_LEN + u16(tvb, 82), tvb:len() - TRAILER)
+  if pend > CONN_LEN then t:add(f.private, tvb(CONN_LEN, pend - CONN_LEN)) end
   if op == 0x23 or op == 0x26 then
     r:add_proto_expert_info(ex.reset, opcodes[op] .. " " .. (conn_reasons[u16(tvb, 28)] or tostring(u16(tvb, 28))))
   end

@@ -89,7 +89,9 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
 	if err != nil {
 		return err
 	}
-	l, err := c.Listen(client.ListenOptions{Backlog: 256})
+	// Public: clients need only the service number, as a TCP server's
+	// clients need only its port (docs/api.md, Listeners).
+	l, err := c.Listen(client.ListenOptions{Backlog: 256, Public: true})
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,7 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
 				acceptErr <- err
 				return
 			}
-			if err := r.Accept(q); err != nil {
+			if err := r.Accept(q, nil); err != nil {
 				q.Destroy()
 				continue // the peer went meanwhile
 			}
@@ -248,7 +250,7 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 	if err := q.PostRecv(0, mr, o.size, o.size); err != nil {
 		return err
 	}
-	if err := q.Connect(ctx, peer, uint32(o.service)); err != nil {
+	if err := q.Connect(ctx, peer, uint32(o.service), 0); err != nil {
 		return err
 	}
 	if _, err := next(ctx, q, client.CompRecv); err != nil {

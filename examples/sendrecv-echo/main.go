@@ -4,7 +4,7 @@
 // trips. Start the server; it prints the flags the client needs:
 //
 //	sendrecv-echo -socket /run/metaroced/control.sock
-//	sendrecv-echo -socket ... -connect 10.0.0.2 -qpn 123456 -n 1000 -s 4096
+//	sendrecv-echo -socket ... -connect 10.0.0.2 -qpn 123456 -token 0x... -n 1000 -s 4096
 package main
 
 import (
@@ -26,6 +26,7 @@ type opts struct {
 	socket  string
 	connect string
 	qpn     uint
+	token   uint64
 	n, size int
 }
 
@@ -34,6 +35,7 @@ func main() {
 	flag.StringVar(&o.socket, "socket", client.DefaultSocket, "metaroced's control socket")
 	flag.StringVar(&o.connect, "connect", "", "the server's address (client); empty: be the server")
 	flag.UintVar(&o.qpn, "qpn", 0, "the server's queue pair (client)")
+	flag.Uint64Var(&o.token, "token", 0, "the server's queue pair token (client; it prints it)")
 	flag.IntVar(&o.n, "n", 1000, "messages")
 	flag.IntVar(&o.size, "s", 4096, "bytes per message (at least 8)")
 	flag.Parse()
@@ -41,8 +43,8 @@ func main() {
 	defer cancel()
 	var err error
 	if o.connect == "" {
-		err = serve(ctx, o, func(addr netip.Addr, qpn uint32) {
-			fmt.Printf("echo server: run the client with -connect %s -qpn %d\n", addr, qpn)
+		err = serve(ctx, o, func(addr netip.Addr, qpn uint32, token uint64) {
+			fmt.Printf("echo server: run the client with -connect %s -qpn %d -token %#x\n", addr, qpn, token)
 		})
 	} else {
 		err = ping(ctx, o, os.Stdout)
@@ -81,7 +83,7 @@ func setup(o opts, access client.Access) (*client.Client, *client.QP, *client.MR
 }
 
 // serve echoes o.n messages of up to o.size bytes.
-func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
+func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32, uint64)) error {
 	c, q, mr, err := setup(o, client.LocalWrite)
 	if err != nil {
 		return err
@@ -93,7 +95,7 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) error {
 	if err := q.PostRecv(0, mr, 0, o.size); err != nil {
 		return err
 	}
-	ready(q.Local, q.Num)
+	ready(q.Local, q.Num, q.Token)
 	if _, err := q.Accept(ctx); err != nil {
 		return err
 	}
@@ -160,7 +162,7 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if err := q.Connect(ctx, peer, uint32(o.qpn)); err != nil {
+	if err := q.Connect(ctx, peer, uint32(o.qpn), o.token); err != nil {
 		return err
 	}
 	msg, echo := mr.Bytes()[:o.size], mr.Bytes()[o.size:]

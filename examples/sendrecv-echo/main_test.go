@@ -16,13 +16,14 @@ func TestEcho(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	type addr struct {
-		a   netip.Addr
-		qpn uint32
+		a     netip.Addr
+		qpn   uint32
+		token uint64
 	}
 	ready := make(chan addr, 1)
 	srv := make(chan error, 1)
 	go func() {
-		srv <- serve(ctx, opts{socket: hb.Sock, n: 200, size: 3000}, func(a netip.Addr, q uint32) { ready <- addr{a, q} })
+		srv <- serve(ctx, opts{socket: hb.Sock, n: 200, size: 3000}, func(a netip.Addr, q uint32, tok uint64) { ready <- addr{a, q, tok} })
 	}()
 	var at addr
 	select {
@@ -31,7 +32,7 @@ func TestEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := ping(ctx, opts{socket: ha.Sock, connect: at.a.String(), qpn: uint(at.qpn), n: 200, size: 3000}, &out); err != nil {
+	if err := ping(ctx, opts{socket: ha.Sock, connect: at.a.String(), qpn: uint(at.qpn), token: at.token, n: 200, size: 3000}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-srv; err != nil {

@@ -7,7 +7,7 @@
 // out of band. Start the server; it prints the flags the client needs:
 //
 //	write-pingpong -socket /run/metaroced/control.sock
-//	write-pingpong -socket ... -connect 10.0.0.2 -qpn 123 -rkey 0xabc -raddr 0x7f00... -n 1000 -s 65536
+//	write-pingpong -socket ... -connect 10.0.0.2 -qpn 123 -token 0x... -rkey 0xabc -raddr 0x7f00... -n 1000 -s 65536
 package main
 
 import (
@@ -29,6 +29,7 @@ type opts struct {
 	socket  string
 	connect string
 	qpn     uint
+	token   uint64
 	rkey    uint
 	raddr   uint64
 	n, size int
@@ -38,6 +39,7 @@ type opts struct {
 type where struct {
 	addr  netip.Addr
 	qpn   uint32
+	token uint64
 	rkey  uint32
 	raddr uint64
 }
@@ -47,6 +49,7 @@ func main() {
 	flag.StringVar(&o.socket, "socket", client.DefaultSocket, "metaroced's control socket")
 	flag.StringVar(&o.connect, "connect", "", "the server's address (client); empty: be the server")
 	flag.UintVar(&o.qpn, "qpn", 0, "the server's queue pair (client)")
+	flag.Uint64Var(&o.token, "token", 0, "the server's queue pair token (client; it prints it)")
 	flag.UintVar(&o.rkey, "rkey", 0, "the server's region key (client)")
 	flag.Uint64Var(&o.raddr, "raddr", 0, "the server's region address (client)")
 	flag.IntVar(&o.n, "n", 1000, "round trips")
@@ -57,7 +60,7 @@ func main() {
 	var err error
 	if o.connect == "" {
 		err = serve(ctx, o, func(w where) {
-			fmt.Printf("pingpong server: run the client with -connect %s -qpn %d -rkey %#x -raddr %#x\n", w.addr, w.qpn, w.rkey, w.raddr)
+			fmt.Printf("pingpong server: run the client with -connect %s -qpn %d -token %#x -rkey %#x -raddr %#x\n", w.addr, w.qpn, w.token, w.rkey, w.raddr)
 		})
 	} else {
 		err = ping(ctx, o, os.Stdout)
@@ -120,7 +123,7 @@ func serve(ctx context.Context, o opts, ready func(where)) error {
 	if err := q.PostRecv(0, mr, o.size, 16); err != nil {
 		return err
 	}
-	ready(where{addr: q.Local, qpn: q.Num, rkey: mr.Key, raddr: mr.Addr})
+	ready(where{addr: q.Local, qpn: q.Num, token: q.Token, rkey: mr.Key, raddr: mr.Addr})
 	if _, err := q.Accept(ctx); err != nil {
 		return err
 	}
@@ -164,7 +167,7 @@ func ping(ctx context.Context, o opts, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	if err := q.Connect(ctx, peer, uint32(o.qpn)); err != nil {
+	if err := q.Connect(ctx, peer, uint32(o.qpn), o.token); err != nil {
 		return err
 	}
 	hello := mr.Bytes()[:16]

@@ -26,7 +26,7 @@ func TestPingPong(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	o := opts{socket: ha.Sock, connect: w.addr.String(), qpn: uint(w.qpn), rkey: uint(w.rkey), raddr: w.raddr, n: 100, size: 20000}
+	o := opts{socket: ha.Sock, connect: w.addr.String(), qpn: uint(w.qpn), token: w.token, rkey: uint(w.rkey), raddr: w.raddr, n: 100, size: 20000}
 	if err := ping(ctx, o, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPingPongSizeMismatch(t *testing.T) {
 	go func() { srv <- serve(ctx, opts{socket: hb.Sock, n: 10, size: 20000}, func(w where) { ready <- w }) }()
 	w := <-ready
 	start := time.Now()
-	o := opts{socket: ha.Sock, connect: w.addr.String(), qpn: uint(w.qpn), rkey: uint(w.rkey), raddr: w.raddr, n: 10, size: 10000}
+	o := opts{socket: ha.Sock, connect: w.addr.String(), qpn: uint(w.qpn), token: w.token, rkey: uint(w.rkey), raddr: w.raddr, n: 10, size: 10000}
 	err := ping(ctx, o, &bytes.Buffer{})
 	if !errors.Is(err, client.ErrPeerClosed) || !strings.Contains(err.Error(), "-s 10000") {
 		t.Fatalf("client: %v", err)

@@ -106,7 +106,7 @@ func connectQPs(t *testing.T, ctx context.Context, ca, cb *client.Client, peer n
 	defer cancel()
 	acc := make(chan error, 1)
 	go func() { _, err := qb.Accept(cctx); acc <- err }()
-	if err := qa.Connect(cctx, peer, qb.Num); err != nil {
+	if err := qa.Connect(cctx, peer, qb.Num, qb.Token); err != nil {
 		t.Fatalf("engines %d, %d: connect: %v", ea, eb, err)
 	}
 	if err := <-acc; err != nil {

@@ -110,7 +110,7 @@ type Packet struct {
 }
 
 // connReasons are the names of §7.5 (wire has the codes only).
-var connReasons = [...]string{"NONE", "NO_SERVICE", "BAD_COOKIE", "PARAMS", "UNKNOWN_CONN", "LIMIT", "CLOSED", "FAILED"}
+var connReasons = [...]string{"NONE", "NO_SERVICE", "BAD_COOKIE", "PARAMS", "UNKNOWN_CONN", "LIMIT", "CLOSED", "FAILED", "APPLICATION"}
 
 func connReasonName(r wire.ConnReason) string {
 	if int(r) < len(connReasons) {
@@ -241,6 +241,15 @@ func Dissect(pkt []byte) (Fields, string) {
 			fs.dec("metaroce.paths", uint64(c.Paths()))
 			fs.dec("metaroce.timestamp", c.Timestamp())
 			fs.bytes("metaroce.cookie", c.Cookie())
+			fs.hex("metaroce.token", c.Token(), 16)
+			fs.bytes("metaroce.reset_token", c.ResetToken())
+			fs.dec("metaroce.app_reason", uint64(c.AppReason()))
+			fs.dec("metaroce.private_len", uint64(c.PrivateLen()))
+			// The private data as far as the packet holds it (a bad
+			// length is the LENGTH drop, but still shown).
+			if end := min(wire.ConnLen+c.PrivateLen(), n-wire.TrailerLen); end > wire.ConnLen {
+				fs.bytes("metaroce.private", pkt[wire.ConnLen:end])
+			}
 			conn = append(conn, c.SrcConn())
 		}
 	}
@@ -284,7 +293,8 @@ var FieldNames = []string{
 	"metaroce.nack_reason", "metaroce.info",
 	"metaroce.src_conn", "metaroce.initial_psn", "metaroce.service", "metaroce.recv_window",
 	"metaroce.max_payload", "metaroce.msg_window", "metaroce.conn_reason", "metaroce.paths",
-	"metaroce.cookie",
+	"metaroce.cookie", "metaroce.token", "metaroce.reset_token", "metaroce.app_reason",
+	"metaroce.private_len", "metaroce.private",
 	"metaroce.crc", "metaroce.crc.status", "metaroce.crc.computed", "metaroce.drop",
 	"metaroce.conn", "metaroce.path", "metaroce.pathseq", "metaroce.retx",
 }

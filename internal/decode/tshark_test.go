@@ -550,7 +550,7 @@ func traffic(t *testing.T, ctx context.Context, sockA, sockB string, b *testnet.
 	defer ccancel()
 	acc := make(chan error, 1)
 	go func() { _, err := qb.Accept(cctx); acc <- err }()
-	if err := qa.Connect(cctx, b.IPv4, qb.Num); err != nil {
+	if err := qa.Connect(cctx, b.IPv4, qb.Num, qb.Token); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	if err := <-acc; err != nil {
@@ -676,7 +676,9 @@ func TestInstallWireshark(t *testing.T) {
 func TestTsharkTruncated(t *testing.T) {
 	needTshark(t)
 	_, frames := storyFrames(t)
-	const snap = 42 + wire.DataLen + 4 // headers, the data header, part of the payload
+	// Headers and the largest fixed header (conn, 84 bytes): data packets
+	// are cut inside their payload, conn packets with private data inside it.
+	const snap = 42 + wire.ConnLen + 4
 	var b bytes.Buffer
 	w, _ := NewWriter(&b)
 	full := len(frames)

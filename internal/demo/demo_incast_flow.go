@@ -77,7 +77,7 @@ func openIncastFlows(ctx context.Context, recvSock string, senderSocks []string,
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		acc := make(chan error, 1)
 		go func() { _, err := sp.rqp.Accept(cctx); acc <- err }()
-		err = sp.qp.Connect(cctx, peer, sp.rqp.Num)
+		err = sp.qp.Connect(cctx, peer, sp.rqp.Num, sp.rqp.Token)
 		if aerr := <-acc; err == nil {
 			err = aerr
 		}

@@ -94,7 +94,7 @@ func openCutFlow(ctx context.Context, sockA, sockB string, peer netip.Addr, size
 	defer cancel()
 	acc := make(chan error, 1)
 	go func() { _, err := f.qb.Accept(cctx); acc <- err }()
-	err = f.qa.Connect(cctx, peer, f.qb.Num)
+	err = f.qa.Connect(cctx, peer, f.qb.Num, f.qb.Token)
 	if aerr := <-acc; err == nil {
 		err = aerr
 	}

@@ -48,12 +48,14 @@ type perfOpts struct {
 
 // perfInfo is what each side tells the other out of band.
 type perfInfo struct {
-	Addr  string   `json:"addr"` // the daemon engine's address: where queue pairs connect
-	QPNs  []uint32 `json:"qpns"`
-	Key   uint32   `json:"key"`
-	RAddr uint64   `json:"raddr"`
-	Len   int      `json:"len"`
-	Seed  uint64   `json:"seed,omitempty"`
+	Addr string   `json:"addr"` // the daemon engine's address: where queue pairs connect
+	QPNs []uint32 `json:"qpns"`
+	// Tokens are the queue pairs' tokens (spec §7.3), one per QPN.
+	Tokens []uint64 `json:"tokens"`
+	Key    uint32   `json:"key"`
+	RAddr  uint64   `json:"raddr"`
+	Len    int      `json:"len"`
+	Seed   uint64   `json:"seed,omitempty"`
 	// Done closes a run: the client's results, the server's verdict.
 	Done     bool     `json:"done,omitempty"`
 	Verified *bool    `json:"verified,omitempty"`
@@ -264,6 +266,7 @@ func (s *setup) info() perfInfo {
 	m := perfInfo{Key: s.mr.Key, RAddr: s.mr.Addr, Len: s.mr.Len}
 	for _, q := range s.qps {
 		m.QPNs = append(m.QPNs, q.Num)
+		m.Tokens = append(m.Tokens, q.Token)
 		m.Addr = q.Local.String()
 	}
 	return m
@@ -407,7 +410,7 @@ func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if need := s.g.remote * s.g.stride * o.qps; len(peer.QPNs) != o.qps || peer.Len < need {
+	if need := s.g.remote * s.g.stride * o.qps; len(peer.QPNs) != o.qps || len(peer.Tokens) != o.qps || peer.Len < need {
 		return nil, fmt.Errorf("perf: server has %d queue pairs and %d bytes; this run needs %d and %d (same -q, -s, -n, -t, -a on both sides)",
 			len(peer.QPNs), peer.Len, o.qps, need)
 	}
@@ -419,7 +422,7 @@ func perfClient(ctx context.Context, o perfOpts) (*Result, error) {
 		s.expect = newPatterns(peer.Seed, o.qps, s.g.remote, s.g.stride)
 	}
 	for i, q := range s.qps {
-		if err := q.Connect(ctx, addr, peer.QPNs[i]); err != nil {
+		if err := q.Connect(ctx, addr, peer.QPNs[i], peer.Tokens[i]); err != nil {
 			return nil, err
 		}
 	}

@@ -52,11 +52,15 @@
 #define MRP_CQ_LEN 1024
 #define MRP_PROV_VERSION FI_VERSION(0, 1)
 
-/* The endpoint's name: the engine's address and the inbound queue pair. */
+/* The endpoint's name: the engine's address, the inbound queue pair and
+ * its token (a peer's connect must present it, docs/spec.md §7.3; the
+ * name travels out of band, as fi_getname's output always does). */
 struct mrp_name {
 	char ip[46];
 	uint8_t pad[2];
 	uint32_t qpn;
+	uint32_t pad2;
+	uint64_t token;
 };
 
 struct mrp_ep;
@@ -709,7 +713,7 @@ static int peer_qp(struct mrp_ep *ep, fi_addr_t dest, struct mr_qp **out)
 	int e = mr_create_qp(ep->ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq_slots = 256}, &qp);
 	if (e)
 		return -errno_of(e);
-	e = mr_connect(qp, ep->av->peers[dest].ip, ep->av->peers[dest].qpn, 10000);
+	e = mr_connect_token(qp, ep->av->peers[dest].ip, ep->av->peers[dest].qpn, ep->av->peers[dest].token, 10000);
 	if (e) {
 		mr_destroy_qp(qp);
 		return -errno_of(e);
@@ -923,6 +927,7 @@ static int ep_open(struct fid_domain *dom, struct fi_info *info, struct fid_ep *
 	}
 	snprintf(ep->name.ip, sizeof ep->name.ip, "%s", mr_qp_local(ep->in));
 	ep->name.qpn = mr_qp_num(ep->in);
+	ep->name.token = mr_qp_token(ep->in);
 	*out = &ep->ep;
 	return 0;
 }

@@ -190,6 +190,10 @@ struct mr_qp_attr {
 
 int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp **out);
 uint32_t mr_qp_num(const struct mr_qp *qp);
+/* mr_qp_token is what a peer's connect must present with mr_qp_num (a
+ * secret: ship it out of band with the number and the rkeys; a connect
+ * without it is refused as if nothing listened there, docs/spec.md §7.3). */
+uint64_t mr_qp_token(const struct mr_qp *qp);
 const char *mr_qp_local(const struct mr_qp *qp); /* the engine's address: what a peer connects to */
 int mr_qp_max_payload(const struct mr_qp *qp);
 uint32_t mr_qp_sq_slots(const struct mr_qp *qp);
@@ -198,8 +202,12 @@ uint32_t mr_qp_cq_slots(const struct mr_qp *qp);
  * said the completion queue is empty, to sleep for completions. */
 int mr_qp_fd(const struct mr_qp *qp);
 
-/* connect: to queue pair remote_qpn at peer (an IP address). accept: wait
- * for a peer (timeout_ms <= 0: for ever) and write its address to peer. */
+/* connect: to queue pair remote_qpn at peer (an IP address), presenting
+ * its token (mr_qp_token on the peer's side; 0 only for a public
+ * listener). mr_connect is mr_connect_token with token 0. A refusal is
+ * MR_ERR_CONNECT, with the reason in mr_error. accept: wait for a peer
+ * (timeout_ms <= 0: for ever) and write its address to peer. */
+int mr_connect_token(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, uint64_t token, int timeout_ms);
 int mr_connect(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, int timeout_ms);
 int mr_accept(struct mr_qp *qp, int timeout_ms, char *peer, size_t peer_len);
 int mr_destroy_qp(struct mr_qp *qp); /* frees qp whatever the daemon says */

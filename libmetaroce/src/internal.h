@@ -24,7 +24,7 @@ struct mr_reply {
 	uint64_t v, seq;
 	char code[32];
 	char error[256];
-	uint64_t key, qpn, max_payload, max_regions, max_qps, session_id;
+	uint64_t key, qpn, max_payload, max_regions, max_qps, session_id, token;
 	int64_t max_region_bytes;
 	uint64_t regions, qps, sessions, bytes;
 	char local[64], peer[64];
@@ -81,6 +81,7 @@ struct mr_mem {
 struct mr_qp {
 	struct mr_ctx *ctx;
 	uint32_t num;
+	uint64_t token;
 	char local[64];
 	int max_payload;
 	int spin_us;

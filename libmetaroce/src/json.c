@@ -191,6 +191,7 @@ int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 			{"max_regions", offsetof(struct mr_reply, max_regions)},
 			{"max_qps", offsetof(struct mr_reply, max_qps)},
 			{"session_id", offsetof(struct mr_reply, session_id)},
+			{"token", offsetof(struct mr_reply, token)},
 			{"regions", offsetof(struct mr_reply, regions)},
 			{"qps", offsetof(struct mr_reply, qps)},
 			{"sessions", offsetof(struct mr_reply, sessions)},

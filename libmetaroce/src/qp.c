@@ -107,6 +107,7 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 		goto fail;
 	}
 	q->num = (uint32_t)r.qpn;
+	q->token = r.token;
 	memcpy(q->local, r.local, sizeof q->local);
 	q->max_payload = r.max_payload > (1 << 20) ? 0 : (int)r.max_payload;
 	q->spin_us = a.spin_us == 0 ? defaultSpinUs : a.spin_us;
@@ -141,21 +142,28 @@ fail:
 }
 
 uint32_t mr_qp_num(const struct mr_qp *q) { return q->num; }
+uint64_t mr_qp_token(const struct mr_qp *q) { return q->token; }
 const char *mr_qp_local(const struct mr_qp *q) { return q->local; }
 int mr_qp_max_payload(const struct mr_qp *q) { return q->max_payload; }
 uint32_t mr_qp_sq_slots(const struct mr_qp *q) { return q->sq.slots; }
 uint32_t mr_qp_cq_slots(const struct mr_qp *q) { return q->cq.slots; }
 int mr_qp_fd(const struct mr_qp *q) { return q->bell; }
 
-int mr_connect(struct mr_qp *q, const char *peer, uint32_t remote, int timeout_ms)
+int mr_connect_token(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t token, int timeout_ms)
 {
 	if (!peer || !valid_addr(peer, 64))
 		return MR_ERR_INVAL;
-	char body[200];
-	snprintf(body, sizeof body, "\"op\":\"connect\",\"qpn\":%u,\"peer\":\"%s\",\"remote_qpn\":%u,\"timeout_ms\":%d}",
-		 q->num, peer, remote, timeout_ms > 0 ? timeout_ms : 0);
+	char body[240];
+	snprintf(body, sizeof body,
+		 "\"op\":\"connect\",\"qpn\":%u,\"peer\":\"%s\",\"remote_qpn\":%u,\"token\":%llu,\"timeout_ms\":%d}", q->num,
+		 peer, remote, (unsigned long long)token, timeout_ms > 0 ? timeout_ms : 0);
 	struct mr_reply r;
 	return mr_request(q->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+}
+
+int mr_connect(struct mr_qp *q, const char *peer, uint32_t remote, int timeout_ms)
+{
+	return mr_connect_token(q, peer, remote, 0, timeout_ms);
 }
 
 static int64_t now_ms(void)

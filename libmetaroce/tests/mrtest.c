@@ -1,7 +1,7 @@
 /* mrtest: the C library's test program, run by libmetaroce_test.go against
  * real daemons in network namespaces (and against a hostile fake one).
  *
- *   mrtest server SOCK             prints "READY qpn addr key", serves one client
+ *   mrtest server SOCK             prints "READY qpn token addr key", serves one client
  *   mrtest client SOCK PEER QPN ADDR KEY
  *   mrtest gone SOCK               prints "READY", expects the daemon to be killed
  *   mrtest hostile SOCK CASE       expects the library to refuse what the fake daemon sends
@@ -95,7 +95,8 @@ static int server(const char *sock)
 	MUST(mr_create_qp(ctx, NULL, &qp));
 	for (int k = 0; k < 4; k++)
 		MUST(post1(qp, MR_WR_RECV, 100 + (uint64_t)k, mr, OFF_RECV + (size_t)k * 4096, 4096, 0, 0, 0));
-	printf("READY %u %llu %u\n", mr_qp_num(qp), (unsigned long long)mr->addr, mr->key);
+	printf("READY %u %llu %llu %u\n", mr_qp_num(qp), (unsigned long long)mr_qp_token(qp), (unsigned long long)mr->addr,
+	       mr->key);
 	fflush(stdout);
 	char peer[64];
 	MUST(mr_accept(qp, 30000, peer, sizeof peer));
@@ -143,7 +144,7 @@ static int server(const char *sock)
 	return fails ? 1 : 0;
 }
 
-static int client(const char *sock, const char *peer, uint32_t rqpn, uint64_t raddr, uint32_t rkey)
+static int client(const char *sock, const char *peer, uint32_t rqpn, uint64_t rtoken, uint64_t raddr, uint32_t rkey)
 {
 	struct mr_mem *mem;
 	struct mr_mr *mr;
@@ -157,7 +158,11 @@ static int client(const char *sock, const char *peer, uint32_t rqpn, uint64_t ra
 	MUST(mr_create_qp(ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq_slots = 256}, &qp));
 	CHECK(mr_qp_sq_slots(qp) == 64 && mr_qp_cq_slots(qp) == 256, "ring sizes %u %u", mr_qp_sq_slots(qp),
 	      mr_qp_cq_slots(qp));
-	MUST(mr_connect(qp, peer, rqpn, 10000));
+	/* Without the token the daemon refuses, as if nothing listened. */
+	CHECK(mr_connect(qp, peer, rqpn, 10000) == MR_ERR_CONNECT, "connect without the token: %s", mr_ctx_error(ctx));
+	mr_destroy_qp(qp);
+	MUST(mr_create_qp(ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq_slots = 256}, &qp));
+	MUST(mr_connect_token(qp, peer, rqpn, rtoken, 10000));
 	MUST(post1(qp, MR_WR_RECV, 50, mr, OFF_RECV, 4096, 0, 0, 0));
 	MUST(post1(qp, MR_WR_WRITE, 1, mr, 0, CHUNK, raddr, rkey, 0));
 	MUST(post1(qp, MR_WR_WRITE_IMM, 2, mr, CHUNK, CHUNK, raddr + CHUNK, rkey, IMM_WRITE));
@@ -310,9 +315,9 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 3 && strcmp(argv[1], "server") == 0)
 		return server(argv[2]);
-	if (argc == 7 && strcmp(argv[1], "client") == 0)
+	if (argc == 8 && strcmp(argv[1], "client") == 0)
 		return client(argv[2], argv[3], (uint32_t)strtoul(argv[4], NULL, 10), strtoull(argv[5], NULL, 10),
-			      (uint32_t)strtoul(argv[6], NULL, 10));
+			      strtoull(argv[6], NULL, 10), (uint32_t)strtoul(argv[7], NULL, 10));
 	if (argc == 3 && strcmp(argv[1], "gone") == 0)
 		return gone(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "hostile") == 0)
