@@ -332,7 +332,7 @@ func TestScanLearnsNothing(t *testing.T) {
 	now := transport.Time(0)
 	for svc := uint32(0); svc < 1<<16; svc++ {
 		src := svc + 1
-		now += 40_000 // two replies each: 50 a millisecond, under the reply rate
+		now += 80_000 // two replies each: 25 a millisecond, under the rate one address may draw (§7.8)
 		e.Receive(now, scanner, false, connectPkt(src, svc, nil))
 		out := drain(t, e, now)
 		first[scanReply(t, out, src, svc)]++
