@@ -303,11 +303,16 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 		// Stateless: nothing is kept until the peer proves it receives
 		// at its source address (§7.4). Every service is challenged,
 		// served or not, so this step tells a scanner nothing (§7.3).
+		// The budget is taken first, so a flood costs a MAC per reply
+		// sent, not per CONNECT.
+		e.stats.ChallengesSent++
+		if !e.replyAllowed(now, from) {
+			return
+		}
 		h := wire.ConnHeader{Opcode: wire.OpChallenge, DstConn: p.SrcConn(), Service: p.Service(),
 			Timestamp: p.Timestamp()}
 		h.Cookie = e.makeCookie(now, from, p.SrcConn(), p.Service())
-		e.stats.ChallengesSent++
-		e.queueReply(now, from, &h)
+		e.replies = append(e.replies, reply{dst: from, h: h})
 		return
 	}
 	key := peerKey{from, p.SrcConn()}
