@@ -22,8 +22,9 @@ func buildProvider(t *testing.T, dir string, extra ...string) {
 		t.Skip("no libfabric headers (libfabric-dev)")
 	}
 	srcs, _ := filepath.Glob("src/*.c")
-	args := append([]string{"-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-g", "-fPIC", "-shared", "-Iinclude",
-		"-o", filepath.Join(dir, "libmetaroce-fi.so"), "fabric/prov.c"}, srcs...)
+	prov, _ := filepath.Glob("fabric/*.c")
+	args := append(append([]string{"-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-g", "-fPIC", "-shared", "-Iinclude",
+		"-o", filepath.Join(dir, "libmetaroce-fi.so")}, prov...), srcs...)
 	args = append(append(args, extra...), "-lfabric", "-lpthread")
 	if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v\n%s", err, b)
