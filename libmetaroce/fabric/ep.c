@@ -4,6 +4,7 @@
  * connection request (when its back-off says to look), then the
  * completions of every inbound and outbound queue pair. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,20 @@
 /* wr_ids beyond the operations: the READY receive and send, the HELLO. */
 #define WR_READY UINT64_MAX
 #define WR_HELLO (UINT64_MAX - 1)
+
+/* mrp_dbg: METAROCE_DEBUG=1 traces connection setup and matching to
+ * stderr, for whoever debugs an application's launch. */
+int mrp_debug = -1;
+
+void mrp_dbg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "metaroce[%d]: ", (int)getpid());
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
 
 int64_t mrp_now_us(void)
 {
@@ -165,11 +180,13 @@ int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 		return -mrp_errno(n);
 	}
 	const struct mrp_name *p = &ep->av->peers[dest];
+	MRP_DBG("connect to %s/%u (fi_addr %llu)", p->ip, p->service, (unsigned long long)dest);
 	e = mr_connect(qp, p->ip, p->service, 10000);
 	if (e) {
 		mr_destroy_qp(qp);
 		o->state = MRP_OUT_FAILED;
 		o->err = mrp_errno(e);
+		MRP_DBG("connect failed: %s (%s)", mr_strerror(e), mr_ctx_error(ep->dom->ctx));
 		return -o->err;
 	}
 	o->qp = qp;
@@ -181,6 +198,7 @@ int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 
 static void out_ready(struct mrp_ep *ep, struct mrp_out *o)
 {
+	MRP_DBG("READY on queue pair %u", mr_qp_num(o->qp));
 	/* Our HELLO names us to the peer: it comes before any message on
 	 * this connection, so every message after it has a known source. */
 	struct mrp_hdr h = {.kind = MRP_K_HELLO};
@@ -335,6 +353,7 @@ static void listen_poll(struct mrp_ep *ep, int64_t now)
 		ep->listen_at = now + ep->listen_gap;
 		return;
 	}
+	MRP_DBG("connection request %llu from %s", (unsigned long long)req, peer);
 	if (accept_in(ep, req) != 0)
 		mr_reject_request(ep->dom->ctx, ep->service, req); /* the peer sees its connection close */
 	/* Another may be waiting right behind it. */
@@ -362,6 +381,7 @@ static int in_slot_done(struct mrp_ep *ep, struct mrp_in *in, uint32_t slot, uin
 			memcpy(&in->name, p + MRP_HDR, sizeof in->name);
 			in->name.ip[sizeof in->name.ip - 1] = 0;
 			in->named = 1;
+			MRP_DBG("HELLO from %s/%u", in->name.ip, in->name.service);
 			in->addr = FI_ADDR_NOTAVAIL;
 			in->av_seen = 0;
 		}
@@ -488,8 +508,10 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			ep->tx = cq;
 		if (flags & FI_RECV)
 			ep->rx = cq;
-		if (flags & FI_SELECTIVE_COMPLETION)
-			ep->selective = 1;
+		if ((flags & FI_SELECTIVE_COMPLETION) && (flags & FI_TRANSMIT))
+			ep->tx_sel = 1;
+		if ((flags & FI_SELECTIVE_COMPLETION) && (flags & FI_RECV))
+			ep->rx_sel = 1;
 		return 0;
 	}
 	case FI_CLASS_AV:

@@ -14,7 +14,9 @@
 
 #define MRP_IOV 4 /* tx iov_limit: a send gathers into its slot */
 
-static int want(const struct mrp_ep *ep, uint64_t flags) { return !ep->selective || (flags & FI_COMPLETION); }
+/* want: whether a successful operation reports a completion (fi_endpoint(3),
+ * FI_SELECTIVE_COMPLETION: only those with FI_COMPLETION, per direction). */
+static int want(int selective, uint64_t flags) { return !selective || (flags & FI_COMPLETION); }
 
 fi_addr_t mrp_src(struct mrp_ep *ep, struct mrp_in *in)
 {
@@ -59,7 +61,7 @@ static void complete_rx(struct mrp_ep *ep, void *buf, size_t blen, void *ctx, ui
 		e.err = FI_ETRUNC;
 		e.olen = len - n;
 	}
-	if (e.err || want(ep, rflags))
+	if (e.err || want(ep->rx_sel, rflags))
 		mrp_cq_push(ep->rx, &e);
 }
 
@@ -70,6 +72,8 @@ void mrp_arrived(struct mrp_ep *ep, struct mrp_in *from, fi_addr_t self, const s
 {
 	int tagged = h->kind == MRP_K_TAGGED;
 	fi_addr_t src = from ? mrp_src(ep, from) : self;
+	MRP_DBG("arrived: %s tag %#llx data %u len %zu from %lld", tagged ? "tagged" : "msg",
+		(unsigned long long)h->tag, h->data, len, (long long)src);
 	struct mrp_rx **head = tagged ? &ep->tag_head : &ep->msg_head;
 	struct mrp_rx **tail = tagged ? &ep->tag_tail : &ep->msg_tail;
 	for (struct mrp_rx *prev = NULL, *r = *head; r; prev = r, r = r->next) {
@@ -167,6 +171,8 @@ static ssize_t do_recv(struct mrp_ep *ep, int tagged, const struct iovec *iov, s
 {
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
+	MRP_DBG("recv: %s tag %#llx ignore %#llx src %lld flags %#llx", tagged ? "tagged" : "msg",
+		(unsigned long long)tag, (unsigned long long)ignore, (long long)src, (unsigned long long)flags);
 	if (count > 1)
 		return -FI_EINVAL; /* rx iov_limit 1 */
 	void *buf = count ? iov[0].iov_base : NULL;
@@ -268,7 +274,7 @@ static ssize_t do_send(struct mrp_ep *ep, int kind, const struct iovec *iov, siz
 	struct mrp_hdr h = {.kind = (uint8_t)kind, .flags = has_data ? MRP_F_DATA : 0, .data = (uint32_t)data,
 			    .tag = kind == MRP_K_TAGGED ? tag : 0};
 	uint64_t cflags = FI_SEND | (kind == MRP_K_TAGGED ? FI_TAGGED : FI_MSG);
-	int signal = !inject && want(ep, flags);
+	int signal = !inject && want(ep->tx_sel, flags);
 	if (mrp_is_self(ep, dest)) {
 		/* To ourselves: matched here, as if it had arrived. */
 		uint8_t *tmp = NULL;

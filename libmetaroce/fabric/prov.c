@@ -217,9 +217,13 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	int mr_mode = rma ? (FI_VERSION_GE(version, FI_VERSION(1, 5)) ? MRP_RMA_MR : FI_MR_BASIC)
 			  : (FI_VERSION_GE(version, FI_VERSION(1, 5)) ? 0 : FI_MR_SCALABLE);
 	struct fi_info t = {0};
-	struct fi_tx_attr tx = {.caps = caps & MRP_TX_CAPS, .msg_order = FI_ORDER_SAS, .size = MRP_TX,
+	/* op_flags are the application's defaults for calls without flags
+	 * (FI_COMPLETION with FI_SELECTIVE_COMPLETION): kept as asked. */
+	uint64_t txf = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
+	uint64_t rxf = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
+	struct fi_tx_attr tx = {.caps = caps & MRP_TX_CAPS, .op_flags = txf, .msg_order = FI_ORDER_SAS, .size = MRP_TX,
 				.iov_limit = 4, .rma_iov_limit = 1, .inject_size = MRP_INJECT};
-	struct fi_rx_attr rx = {.caps = caps & MRP_RX_CAPS, .msg_order = FI_ORDER_SAS, .size = MRP_POSTED,
+	struct fi_rx_attr rx = {.caps = caps & MRP_RX_CAPS, .op_flags = rxf, .msg_order = FI_ORDER_SAS, .size = MRP_POSTED,
 				.iov_limit = 1, .total_buffered_recv = 0};
 	struct fi_ep_attr ep = {.type = FI_EP_RDM, .protocol = FI_PROTO_UNSPEC, .max_msg_size = MRP_MAX_MSG,
 				.mem_tag_format = hints && hints->ep_attr && hints->ep_attr->mem_tag_format

@@ -34,6 +34,7 @@
 
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 
 #include <rdma/fabric.h>
@@ -190,7 +191,7 @@ struct mrp_ep {
 	struct mrp_domain *dom;
 	struct mrp_cq *tx, *rx;
 	struct mrp_av *av;
-	int selective;             /* bound with FI_SELECTIVE_COMPLETION */
+	int tx_sel, rx_sel;        /* bound with FI_SELECTIVE_COMPLETION, per direction */
 	uint64_t tx_flags, rx_flags; /* op_flags of the info */
 	uint64_t caps;
 	struct mr_mem *mem; /* transmit slots and the control area */
@@ -237,6 +238,17 @@ struct mrp_domain {
 	struct mrp_area *areas;
 	int eps;
 };
+
+/* Tracing (ep.c): MRP_DBG costs a load and a branch when off. */
+MRP_HIDDEN extern int mrp_debug;
+MRP_HIDDEN void mrp_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define MRP_DBG(...)                                                                                          \
+	do {                                                                                                   \
+		if (mrp_debug < 0)                                                                             \
+			mrp_debug = getenv("METAROCE_DEBUG") != NULL;                                          \
+		if (mrp_debug)                                                                                 \
+			mrp_dbg(__VA_ARGS__);                                                                  \
+	} while (0)
 
 /* nosys.c: the calls this provider does not implement. */
 #define MRP_NOSYS_DECL(type, name, params) MRP_HIDDEN type name params;

@@ -65,7 +65,7 @@ static ssize_t do_rma(struct mrp_ep *ep, int read, void *buf, size_t len, void *
 		ep->slot_busy[slot] = 1;
 	op->kind = read ? MRP_OP_READ : MRP_OP_WRITE;
 	op->slot = slot;
-	op->complete = !inject && (!ep->selective || (flags & FI_COMPLETION));
+	op->complete = !inject && (!ep->tx_sel || (flags & FI_COMPLETION));
 	op->ctx = ctx;
 	op->flags = FI_RMA | (read ? FI_READ : FI_WRITE);
 	op->ubuf = buf;
