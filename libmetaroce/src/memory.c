@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -95,9 +96,12 @@ int mr_mem_adopt(void *addr, size_t len, struct mr_mem **out)
 	if (ftruncate(m->fd, (off_t)size) < 0)
 		goto fail;
 	/* pwrite reads the pages through the kernel: an address that is not
-	 * mapped readable fails with EFAULT instead of crashing us. */
+	 * mapped readable fails with EFAULT instead of crashing us. It is the
+	 * raw system call because the whole pages are read, the buffer's
+	 * neighbours too, which AddressSanitizer's pwrite would take for an
+	 * overflow of the buffer. */
 	for (size_t done = 0; done < size;) {
-		ssize_t n = pwrite(m->fd, (const char *)lo + done, size - done, (off_t)done);
+		ssize_t n = syscall(SYS_pwrite64, m->fd, (const char *)lo + done, size - done, (off_t)done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
