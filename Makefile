@@ -113,9 +113,10 @@ CLIB_FLAGS = -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -fvisibility=default 
 clib: $(CLIB_OUT)/libmetaroce.so $(CLIB_OUT)/libmetaroce.a $(CLIB_OUT)/libmetaroce-fi.so
 # The libfabric provider "metaroce" (docs/libfabric.md), the library inside;
 # against Debian's libfabric-dev headers.
-$(CLIB_OUT)/libmetaroce-fi.so: $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) $(CLIB_DIR)/include/metaroce.h
+CLIB_PROV = $(wildcard $(CLIB_DIR)/fabric/*.c)
+$(CLIB_OUT)/libmetaroce-fi.so: $(CLIB_PROV) $(wildcard $(CLIB_DIR)/fabric/*.h) $(CLIB_SRC) $(CLIB_DIR)/include/metaroce.h
 	@mkdir -p $(CLIB_OUT)
-	$(CC) $(CLIB_FLAGS) -shared -o $@ $(CLIB_DIR)/fabric/prov.c $(CLIB_SRC) -lfabric -lpthread
+	$(CC) $(CLIB_FLAGS) -shared -o $@ $(CLIB_PROV) $(CLIB_SRC) -lfabric -lpthread
 $(CLIB_OUT)/libmetaroce.so: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
 	@mkdir -p $(CLIB_OUT)
 	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.0 -o $@ $(CLIB_SRC) -lpthread

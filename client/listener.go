@@ -89,6 +89,25 @@ func (l *Listener) GetRequest(ctx context.Context) (*ConnRequest, error) {
 	}
 }
 
+// PollRequest takes the next connection request if one is waiting and
+// returns nil, nil if none is, without waiting (get_request with a
+// negative timeout_ms): for an event loop that looks between other work.
+func (l *Listener) PollRequest() (*ConnRequest, error) {
+	var r proto.Response
+	_, err := l.c.do(proto.Request{Header: proto.Header{Op: proto.OpGetRequest}, Service: l.Service, TimeoutMS: -1}, &r)
+	if errors.Is(err, ErrConnect) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, perr := netip.ParseAddr(r.Peer)
+	if perr != nil {
+		return nil, fmt.Errorf("%w: get_request: peer %q", ErrDaemonError, r.Peer)
+	}
+	return &ConnRequest{l: l, id: r.Request, Peer: p}, nil
+}
+
 // Accept binds the request's connection to q, an idle queue pair of the
 // same session and engine, and sends the peer ACCEPT with private (at
 // most MaxPrivate bytes; nil for none): q is connected to the peer when

@@ -163,6 +163,10 @@ func (s *Server) getRequest(ctx context.Context, ss *session, req *proto.Request
 	if err != nil {
 		return err
 	}
+	// A negative timeout_ms looks without waiting: an event loop (the
+	// libfabric provider's progress) asks between its other work instead
+	// of parking its session's single request slot for a millisecond.
+	poll := req.TimeoutMS < 0
 	timeout := 30 * time.Second
 	if req.TimeoutMS > 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
@@ -194,6 +198,9 @@ func (s *Server) getRequest(ctx context.Context, ss *session, req *proto.Request
 		if id != 0 {
 			resp.Request, resp.Peer, resp.Service, resp.Private = id, peer.String(), l.service, private
 			return nil
+		}
+		if poll {
+			return proto.Errorf(proto.CodeConnect, "no connection request waiting")
 		}
 		select {
 		case <-l.arrived:

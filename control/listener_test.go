@@ -219,14 +219,31 @@ func TestListenerReject(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// With nothing waiting, a poll answers at once with no request.
+	if r, err := l.PollRequest(); r != nil || err != nil {
+		t.Fatalf("poll with none waiting: %v, %v", r, err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := q.ConnectWith(ctx, ha.Addr, l.Service, client.ConnectOptions{Token: l.Token, Private: []byte("may I?")})
 		done <- err
 	}()
-	r, err := l.GetRequest(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The request reaches the backlog when the server's engine has seen
+	// the CONNECT through: polls take it then.
+	var r *client.ConnRequest
+	for r == nil {
+		if r, err = l.PollRequest(); err != nil {
+			t.Fatal(err)
+		}
+		if r == nil {
+			if ctx.Err() != nil {
+				t.Fatal("no request after the connect")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if r.Peer != hb.Addr {
+		t.Fatalf("request from %v, want %v", r.Peer, hb.Addr)
 	}
 	if string(r.Private) != "may I?" {
 		t.Fatalf("request's private data %q", r.Private)

@@ -31,6 +31,8 @@ test_deps=(
 	cc:gcc                   # libmetaroce/ builds its C tests with AddressSanitizer
 	fi_info:libfabric-bin    # the metaroce libfabric provider is listed and run
 	fi_pingpong:libfabric-bin
+	mpirun:openmpi-bin       # an MPI program runs on the provider (pml cm, mtl ofi)
+	mpicc:libopenmpi-dev     # and is built with Open MPI's compiler wrapper
 )
 # make install builds libmetaroce and its libfabric provider (install-clib).
 install_deps=(

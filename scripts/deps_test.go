@@ -63,7 +63,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	for purpose, want := range map[string]string{
 		"demo":    "ethtool iproute2 nftables procps",
 		"install": "gcc libfabric-dev",
-		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev llvm make nftables procps prometheus systemd tcpdump tshark",
+		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev libopenmpi-dev llvm make nftables openmpi-bin procps prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -82,7 +82,7 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	}
 	// Everything present: nothing installed.
 	bin, log := fakeBin(t, "ip", "nft", "ethtool", "sysctl", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump",
-		"cc", "fi_info", "fi_pingpong")
+		"cc", "fi_info", "fi_pingpong", "mpirun", "mpicc")
 	hdr := filepath.Join(empty, "usr/include/bpf")
 	os.MkdirAll(hdr, 0o755)
 	os.WriteFile(filepath.Join(hdr, "bpf_helpers.h"), nil, 0o644)

@@ -26,8 +26,9 @@ func TestLibfabricDemoJSON(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join("..", "..", "libmetaroce")
 	srcs, _ := filepath.Glob(filepath.Join(root, "src", "*.c"))
-	args := append([]string{"-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-I" + filepath.Join(root, "include"),
-		"-o", filepath.Join(dir, "libmetaroce-fi.so"), filepath.Join(root, "fabric", "prov.c")}, srcs...)
+	prov, _ := filepath.Glob(filepath.Join(root, "fabric", "*.c"))
+	args := append(append([]string{"-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-I" + filepath.Join(root, "include"),
+		"-o", filepath.Join(dir, "libmetaroce-fi.so")}, prov...), srcs...)
 	if b, err := exec.Command("cc", append(args, "-lfabric", "-lpthread")...).CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v\n%s", err, b)
 	}

@@ -172,6 +172,13 @@ int mr_ctx_alive(struct mr_ctx *ctx);
 
 /* Memory. */
 int mr_mem_alloc(size_t size, struct mr_mem **out);
+/* mr_mem_adopt makes the application's own pages covering [addr,
+ * addr+len) shareable in place (a memfd with their bytes mapped over
+ * them at the same addresses), so they can be registered and reached by
+ * WRITE and READ with no copy. mr_mem_ptr is the first page's address.
+ * Writes to those pages by other threads during the call are lost; the
+ * pages stay mapped, shared, after mr_mem_free. */
+int mr_mem_adopt(void *addr, size_t len, struct mr_mem **out);
 void *mr_mem_ptr(const struct mr_mem *m);
 size_t mr_mem_size(const struct mr_mem *m);
 void mr_mem_free(struct mr_mem *m); /* regions on it stay valid in the daemon */
@@ -230,6 +237,22 @@ int mr_wait_cq(struct mr_qp *qp, struct mr_wc *wcs, int n, int timeout_ms);
  * and drains the doorbell after the sleep. */
 int mr_qp_arm(struct mr_qp *qp);
 void mr_qp_disarm(struct mr_qp *qp);
+
+/* Listeners (docs/api.md, Listeners): a service that takes many
+ * connections, each accepted onto an idle queue pair of the session on
+ * the listener's engine. mr_listen writes the service number, its token
+ * (what a peer's mr_connect_token must present; 0 for a public listener,
+ * which anyone who knows the number may connect to) and the engine's
+ * address (local, at least 64 bytes). mr_get_request takes the
+ * next connection request: timeout_ms > 0 waits that long, 0 the
+ * daemon's 30 s, < 0 not at all; MR_ERR_CONNECT when none came. */
+int mr_listen(struct mr_ctx *ctx, int engine, int backlog, int public_listener, uint32_t *service, uint64_t *token,
+	      char *local, size_t local_len);
+int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_t *request, char *peer,
+		   size_t peer_len);
+int mr_accept_request(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp);
+int mr_reject_request(struct mr_ctx *ctx, uint32_t service, uint64_t request);
+int mr_unlisten(struct mr_ctx *ctx, uint32_t service);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@ struct mr_reply {
 	uint64_t key, qpn, max_payload, max_regions, max_qps, session_id, token;
 	int64_t max_region_bytes;
 	uint64_t regions, qps, sessions, bytes;
+	uint64_t service, request; /* listen, get_request */
 	char local[64], peer[64];
 	int has_v, has_seq, has_code;
 };
@@ -76,6 +77,7 @@ struct mr_mem {
 	int fd;
 	void *ptr;
 	size_t size;
+	int adopted; /* mr_mem_adopt: the application's pages, left mapped at free */
 };
 
 struct mr_qp {

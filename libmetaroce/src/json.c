@@ -196,6 +196,8 @@ int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 			{"qps", offsetof(struct mr_reply, qps)},
 			{"sessions", offsetof(struct mr_reply, sessions)},
 			{"bytes", offsetof(struct mr_reply, bytes)},
+			{"service", offsetof(struct mr_reply, service)},
+			{"request", offsetof(struct mr_reply, request)},
 		};
 		int done = 0;
 		for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -62,6 +63,76 @@ fail:;
 	return MR_ERR_SYS;
 }
 
+/* mr_mem_adopt turns memory the application already has into shareable
+ * memory, in place: the daemon moves bytes only between memfds, and an
+ * application's buffer (malloc, a stack array, a static) is anonymous
+ * memory no other process can map. The pages covering [addr, addr+len)
+ * get a memfd of their own, filled with their current bytes, which is
+ * then mapped over them (MAP_FIXED, MAP_SHARED): the same virtual
+ * addresses, the same contents, now memory the daemon can map too, so
+ * WRITEs and READs reach the application's own buffer with no copy.
+ * Whole pages are taken, so their neighbours of the buffer become shared
+ * too (harmless: still this process's memory, at the same addresses).
+ * What the caller must know: a write to those pages by another thread
+ * between the copy and the remap is lost; the pages are MAP_SHARED from
+ * then on (a fork shares them with the child instead of copying, as with
+ * verbs' registered memory); and mr_mem_free leaves them mapped (they are
+ * the application's memory), closing only the memfd. */
+int mr_mem_adopt(void *addr, size_t len, struct mr_mem **out)
+{
+	*out = NULL;
+	long page = sysconf(_SC_PAGESIZE);
+	if (!addr || len == 0 || len > ((size_t)1 << 40) || page <= 0)
+		return MR_ERR_INVAL;
+	uintptr_t lo = (uintptr_t)addr & ~((uintptr_t)page - 1);
+	uintptr_t hi = ((uintptr_t)addr + len + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	size_t size = hi - lo;
+	struct mr_mem *m = calloc(1, sizeof *m);
+	if (!m)
+		return MR_ERR_SYS;
+	m->fd = memfd_create("metaroce-adopt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (m->fd < 0)
+		goto fail;
+	if (ftruncate(m->fd, (off_t)size) < 0)
+		goto fail;
+	/* pwrite reads the pages through the kernel: an address that is not
+	 * mapped readable fails with EFAULT instead of crashing us. It is the
+	 * raw system call because the whole pages are read, the buffer's
+	 * neighbours too, which AddressSanitizer's pwrite would take for an
+	 * overflow of the buffer. */
+	for (size_t done = 0; done < size;) {
+		ssize_t n = syscall(SYS_pwrite64, m->fd, (const char *)lo + done, size - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || errno == EFAULT) {
+				close(m->fd);
+				free(m);
+				return MR_ERR_INVAL;
+			}
+			goto fail;
+		}
+		done += (size_t)n;
+	}
+	if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail;
+	void *p = mmap((void *)lo, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, m->fd, 0);
+	if (p == MAP_FAILED)
+		goto fail;
+	m->ptr = p;
+	m->size = size;
+	m->adopted = 1;
+	*out = m;
+	return MR_OK;
+fail:;
+	int e = errno;
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m);
+	errno = e;
+	return MR_ERR_SYS;
+}
+
 void *mr_mem_ptr(const struct mr_mem *m) { return m->ptr; }
 size_t mr_mem_size(const struct mr_mem *m) { return m->size; }
 
@@ -69,7 +140,8 @@ void mr_mem_free(struct mr_mem *m)
 {
 	if (!m)
 		return;
-	munmap(m->ptr, m->size);
+	if (!m->adopted)
+		munmap(m->ptr, m->size);
 	close(m->fd);
 	free(m);
 }
