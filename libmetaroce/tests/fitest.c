@@ -33,7 +33,7 @@
 #include <rdma/fi_tagged.h>
 
 #define MAXEP 8
-#define NAMELEN 52
+#define NAMELEN 64 /* sizeof the provider's name: address, service, token */
 #define REGION (64 << 10)
 #define CHUNK 4096
 
