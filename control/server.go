@@ -315,6 +315,10 @@ type session struct {
 	// conns holds every connection its queue pairs made, by engine;
 	// appended and read only inside that engine's Do.
 	conns map[*Engine][]*transport.Conn
+	// use is the session's share of the daemon's budget (budget.go),
+	// guarded by the budget's lock; its regions and queue pairs give
+	// back what they took, maybe after the session has gone.
+	use usage
 }
 
 func (s *Server) open(cred proto.Cred) (*session, error) {
@@ -347,7 +351,7 @@ func (s *Server) register(ctx context.Context, ss *session, req *proto.Request, 
 	if req.Addr+req.Length < req.Addr {
 		return proto.Errorf(proto.CodeBadRequest, "address range wraps")
 	}
-	r, err := mapRegion(files[0], req.Offset, req.Length, req.Access)
+	r, err := mapRegion(files[0], req.Offset, req.Length, req.Access, &ss.use)
 	if err != nil {
 		return err
 	}
@@ -478,7 +482,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 	ss.engine[qpn] = e
 	s.mu.Unlock()
 	resp.QPN, resp.Local, resp.MaxPayload = qpn, e.Local.String(), maxPayload
-	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.closeAppBell, nil
+	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.handOver, nil
 }
 
 func (s *Server) freeQPN(n uint32) {

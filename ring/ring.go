@@ -154,6 +154,10 @@ func (r *Ring) CloseFD() error {
 // Bytes is the size of the ring's mapping: its header and slots.
 func (r *Ring) Bytes() int64 { return r.geom.bytes() }
 
+// Size is the mapping a ring of slots slots of slotSize bytes needs, for
+// a budget to charge before Create.
+func Size(slots, slotSize int) int64 { return headerSize + int64(slots)*int64(slotSize) }
+
 // Slots is the number of slots, a power of two.
 func (r *Ring) Slots() int { return int(r.geom.slots) }
 
