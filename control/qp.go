@@ -46,12 +46,12 @@ type qp struct {
 	bell, appBell *ring.Doorbell
 	// cost is what the queue pair holds of its session's budget
 	// (budget.go): qpCost, less qpHandedOver once handed over.
-	cost usage
-	state         qpState
-	conn          *transport.Conn
-	peer          netip.Addr
-	waiter        chan error // connect or accept waiting for the connection (cap 1)
-	outstanding   int        // requests taken from the SQ whose completion is owed
+	cost        usage
+	state       qpState
+	conn        *transport.Conn
+	peer        netip.Addr
+	waiter      chan error // connect or accept waiting for the connection (cap 1)
+	outstanding int        // requests taken from the SQ whose completion is owed
 	// pending holds completions the CQ had no room for (a peer's
 	// WRITE_IMMs are not bounded by what the application posted);
 	// overflow counts those even pending could not hold.
