@@ -44,6 +44,15 @@ type qp struct {
 	// reply and closed here at once (handOver), with the rings' memfds:
 	// the daemon keeps their mappings and one descriptor, bell.
 	bell, appBell *ring.Doorbell
+	// d is the driver serving it and slot its index in d.qps (-1: not
+	// served); hot says it is on d.hot, armed that it is cold with its
+	// send queue armed, pinned that it must never go cold (its doorbell
+	// end left the epoll set); lastWork is when a visit last found work
+	// (driver.go, Step).
+	d                  *EngineDriver
+	slot               int
+	hot, armed, pinned bool
+	lastWork           transport.Time
 	// cost is what the queue pair holds of its session's budget
 	// (budget.go): qpCost, less qpHandedOver once handed over.
 	cost        usage
@@ -98,7 +107,7 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
 		return nil, err
 	}
 	q = &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
-		pending: make([]proto.CQE, 0, cqSlots), cost: cost}
+		pending: make([]proto.CQE, 0, cqSlots), cost: cost, slot: -1}
 	q.initTags(cqSlots)
 	return q, nil
 }
@@ -132,8 +141,12 @@ func (q *qp) close() {
 	resources.give(&q.session.use, q.cost)
 }
 
-// complete queues one completion for the application.
+// complete queues one completion for the application, and makes the
+// queue pair hot, so the next Step delivers it.
 func (q *qp) complete(c proto.CQE) {
+	if q.d != nil {
+		q.d.wake(q)
+	}
 	if len(q.pending) == 0 {
 		if first, got, err := q.cqp.Reserve(1); err == nil && got == 1 {
 			c.Put(q.cqp.Slot(first))

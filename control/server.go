@@ -570,6 +570,7 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 			q.waiter, timedOut = nil, true
 			q.conn.Close(now)
 			q.state, q.reason = qpClosed, proto.StatusRetryExceeded
+			e.D.wake(q) // what it posts from now on fails
 			return true
 		})
 		if err == nil {
@@ -719,19 +720,7 @@ func (d *EngineDriver) detach(now transport.Time, q *qp) {
 	if d.byQPN[q.qpn] == q {
 		delete(d.byQPN, q.qpn)
 	}
-	d.unwatch(q)
-	d.qps = removeQP(d.qps, q)
-}
-
-func removeQP(qs []*qp, q *qp) []*qp {
-	for i, x := range qs {
-		if x == q {
-			copy(qs[i:], qs[i+1:])
-			qs[len(qs)-1] = nil
-			return qs[:len(qs)-1]
-		}
-	}
-	return qs
+	d.remove(q)
 }
 
 // reclaim frees everything a session held: its socket has closed.
