@@ -154,3 +154,43 @@ func TestRingBudget(t *testing.T) {
 		t.Fatalf("only %d sessions' queue pairs fit in 32 MiB", made)
 	}
 }
+
+// TestRegisteredBudget: registered memory is bounded in total, across
+// sessions, whatever each session's own limit: past it a registration is
+// refused with a limit naming registered memory, and a deregistered
+// region's bytes come back when its session ends.
+func TestRegisteredBudget(t *testing.T) {
+	ha, _ := newHosts(t, 0, config.Limits{})
+	t.Cleanup(control.ShrinkRegBudget(1 << 20))
+	m, err := client.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, _, regd0 := control.BudgetHeld()
+	a := apptest.Dial(t, ha.Sock)
+	if _, err := a.RegisterMemory(m, 0, 768<<10, client.RemoteWrite); err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.Dial(ha.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.RegisterMemory(m, 0, 512<<10, client.RemoteWrite)
+	if !errors.Is(err, client.ErrLimit) || !strings.Contains(err.Error(), "registered memory") {
+		t.Fatalf("a registration past the daemon's total: %v; want a limit naming registered memory", err)
+	}
+	if _, err := b.RegisterMemory(m, 0, 256<<10, client.RemoteWrite); err != nil {
+		t.Fatalf("a registration that fits: %v", err)
+	}
+	b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, _, regd := control.BudgetHeld(); regd == regd0+768<<10 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, _, regd := control.BudgetHeld()
+	t.Fatalf("registered bytes held %d after the second session closed, want %d", regd-regd0, 768<<10)
+}

@@ -46,3 +46,18 @@ func BudgetHeld() (fds int, ring, regd int64) {
 	defer resources.mu.Unlock()
 	return resources.held.fds, resources.held.ring, resources.held.regd
 }
+
+// ShrinkRegBudget leaves the daemon free registered bytes above what is
+// held now, and returns how to restore it.
+func ShrinkRegBudget(free int64) (restore func()) {
+	resources.mu.Lock()
+	resources.load()
+	saved := resources.max.regd
+	resources.max.regd = resources.held.regd + free
+	resources.mu.Unlock()
+	return func() {
+		resources.mu.Lock()
+		resources.max.regd = saved
+		resources.mu.Unlock()
+	}
+}
