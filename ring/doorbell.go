@@ -315,6 +315,9 @@ func (c *Consumer) WaitContext(ctx context.Context, bell *Doorbell) error {
 	}
 	deadline, _ := ctx.Deadline()
 	if ctx.Done() != nil {
+		if err := bell.interruptible(); err != nil {
+			return err
+		}
 		stop := context.AfterFunc(ctx, bell.interrupt)
 		defer stop()
 	}

@@ -331,3 +331,23 @@ func TestRingCloseFD(t *testing.T) {
 		t.Fatalf("Bytes = %d, want %d", r.Bytes(), headerSize+8*64)
 	}
 }
+
+// TestConsumerWaitCancel: a consumer waiting with a context that has no
+// deadline returns when the context is cancelled (the cancel reaches the
+// wait through the bell's interrupt eventfd, made for the wait).
+func TestConsumerWaitCancel(t *testing.T) {
+	r := newMemfdRing(t, 8, 64)
+	_, bell := newBells(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() { done <- r.Consumer().WaitContext(ctx, bell) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("WaitContext = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled wait never returned")
+	}
+}
