@@ -105,6 +105,11 @@ func (q *QP) attach(files []*os.File) error {
 		unix.Close(fd)
 		return fmt.Errorf("metaroce: doorbell: %w", err)
 	}
+	// The mappings hold the rings; their memfds would only hold a
+	// descriptor each, of a process that may have thousands of queue
+	// pairs (its doorbell end is the one it keeps).
+	q.sq.CloseFD()
+	q.cq.CloseFD()
 	q.sqp, q.cqc = q.sq.Producer(), q.cq.Consumer()
 	q.stash, q.events = make([]Completion, 0, q.cq.Slots()), make([]Event, 0, maxEvents)
 	return nil

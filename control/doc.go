@@ -33,14 +33,16 @@
 // A queue pair lives on one engine. Its send queue carries work requests
 // (proto.WR, 64-byte slots) from the application to the engine; its
 // completion queue carries completions (proto.CQE, 32 bytes) back. The
-// engine's Driver (EngineDriver) drains every send queue in batches on
-// the engine goroutine, resolves lkeys in the session's table (no lock:
+// engine's Driver (EngineDriver) drains the send queues of the queue
+// pairs with something to do (hot ones; one idle for a few milliseconds
+// goes cold with its send queue armed, and its doorbell brings it back:
+// driver.go) in batches on the engine goroutine, resolves lkeys in the session's table (no lock:
 // the table belongs to that engine), and posts to the transport, which
 // copies from the region into the packet and from the packet into the
 // region: the one copy each way. Completions go into the completion
 // queue as the transport delivers them; the engine rings the
 // application's doorbell only if it asked to be woken (ring's need-wakeup
-// protocol). An engine about to sleep arms every send queue and sleeps on
+// protocol). An engine about to sleep arms the hot send queues and sleeps on
 // an epoll set of its queue pairs' doorbell ends (one socket pair per
 // queue pair, the daemon's end held by the daemon alone: no session can
 // touch another's doorbell, or make the engine block on its own; see

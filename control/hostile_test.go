@@ -130,6 +130,10 @@ func (a *attacker) post(t *testing.T, wrid uint64) {
 		w := proto.WR{Op: proto.WRWrite, WRID: wrid, LKey: 0xdead, Length: 8}
 		w.Put(p.Slot(first))
 		p.Commit(1)
+		// Announced as the protocol asks of a post to an idle queue
+		// pair, whose send queue the engine no longer polls (driver.go,
+		// Step): a ring (always here, which an application may do).
+		unix.Sendto(a.bell, []byte{1}, unix.MSG_DONTWAIT, nil)
 	}
 	c := a.cq.Consumer()
 	if _, n, err := c.Peek(64); err == nil {

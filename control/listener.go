@@ -262,6 +262,7 @@ func (s *Server) decide(ctx context.Context, ss *session, req *proto.Request, re
 		delete(d.waiting, c)
 		q.conn, q.state, q.peer = c, qpConnected, c.Peer()
 		d.byConn[c] = q
+		d.wake(q)
 		if d.byQPN[q.qpn] == q {
 			delete(d.byQPN, q.qpn)
 		}

@@ -41,13 +41,26 @@ type qp struct {
 	// rings the application through it (completions) and polls it (in
 	// its driver's epoll set) for the application's rings (posts). The
 	// other end, appBell, is passed to the application with the create_qp
-	// reply and closed here at once (closeAppBell).
+	// reply and closed here at once (handOver), with the rings' memfds:
+	// the daemon keeps their mappings and one descriptor, bell.
 	bell, appBell *ring.Doorbell
-	state         qpState
-	conn          *transport.Conn
-	peer          netip.Addr
-	waiter        chan error // connect or accept waiting for the connection (cap 1)
-	outstanding   int        // requests taken from the SQ whose completion is owed
+	// d is the driver serving it and slot its index in d.qps (-1: not
+	// served); hot says it is on d.hot, armed that it is cold with its
+	// send queue armed, pinned that it must never go cold (its doorbell
+	// end left the epoll set); lastWork is when a visit last found work
+	// (driver.go, Step).
+	d                  *EngineDriver
+	slot               int
+	hot, armed, pinned bool
+	lastWork           transport.Time
+	// cost is what the queue pair holds of its session's budget
+	// (budget.go): qpCost, less qpHandedOver once handed over.
+	cost        usage
+	state       qpState
+	conn        *transport.Conn
+	peer        netip.Addr
+	waiter      chan error // connect or accept waiting for the connection (cap 1)
+	outstanding int        // requests taken from the SQ whose completion is owed
 	// pending holds completions the CQ had no room for (a peer's
 	// WRITE_IMMs are not bounded by what the application posted);
 	// overflow counts those even pending could not hold.
@@ -66,17 +79,16 @@ type qp struct {
 	free []uint32
 }
 
-// A queue pair's share of the daemon's budget (budget.go): its two rings'
-// mappings, and their memfds and the daemon's doorbell end.
-const qpMaps, qpFDs = 2, 3
-
+// newQP makes a queue pair's rings and doorbell, charged to s's share of
+// the daemon's budget (qpCost).
 func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
-	if err := resources.take(qpMaps, qpFDs); err != nil {
+	cost := qpCost(sqSlots, cqSlots)
+	if err := resources.take(&s.use, cost); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			resources.give(qpMaps, qpFDs)
+			resources.give(&s.use, cost)
 		}
 	}()
 	sq, err := ring.Create(sqSlots, proto.WRSize)
@@ -95,33 +107,46 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
 		return nil, err
 	}
 	q = &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
-		pending: make([]proto.CQE, 0, cqSlots)}
+		pending: make([]proto.CQE, 0, cqSlots), cost: cost, slot: -1}
 	q.initTags(cqSlots)
 	return q, nil
 }
 
-// closeAppBell closes the daemon's copy of the application's end of the
-// doorbell, once the reply carrying it has gone: from then on only the
-// application holds that end.
-func (q *qp) closeAppBell() {
-	if q.appBell != nil {
-		q.appBell.Close()
-		q.appBell = nil
+// handOver closes the daemon's copy of the application's end of the
+// doorbell and the rings' memfds, once the reply carrying them has gone
+// (or failed): from then on only the application holds that end, and the
+// daemon reaches the rings through its mappings. What is left of the
+// queue pair's descriptors is one, the daemon's doorbell end. It runs on
+// the session's goroutine before the queue pair can be destroyed (the
+// session's requests are served in order).
+func (q *qp) handOver() {
+	if q.appBell == nil {
+		return
 	}
+	q.appBell.Close()
+	q.appBell = nil
+	q.sq.CloseFD()
+	q.cq.CloseFD()
+	resources.give(&q.session.use, qpHandedOver)
+	q.cost.add(qpHandedOver, -1)
 }
 
 // close frees the rings and the doorbell (the application's mappings
 // stay valid until it unmaps them: memfd pages live while mapped).
 func (q *qp) close() {
+	q.handOver()
 	q.sq.Close()
 	q.cq.Close()
 	q.bell.Close()
-	q.closeAppBell()
-	resources.give(qpMaps, qpFDs)
+	resources.give(&q.session.use, q.cost)
 }
 
-// complete queues one completion for the application.
+// complete queues one completion for the application, and makes the
+// queue pair hot, so the next Step delivers it.
 func (q *qp) complete(c proto.CQE) {
+	if q.d != nil {
+		q.d.wake(q)
+	}
 	if len(q.pending) == 0 {
 		if first, got, err := q.cqp.Reserve(1); err == nil && got == 1 {
 			c.Put(q.cqp.Slot(first))

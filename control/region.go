@@ -23,12 +23,18 @@ type region struct {
 	// refs counts the engines that must let go of it before it is
 	// unmapped (each engine's reaper drops one).
 	refs atomic.Int32
+	// use is the session's share of the budget that the mapping was
+	// charged to (nil: the daemon's own), and cost what it took; the
+	// reaper gives it back, maybe after the session has gone.
+	use  *usage
+	cost usage
 }
 
 // mapRegion maps [off, off+length) of the memfd f, after checking that f
 // is a memfd sealed against shrinking and long enough. f stays the
-// caller's; the mapping outlives it.
-func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
+// caller's; the mapping outlives it. The mapping is charged to use (a
+// session's share of the daemon's budget; nil: the daemon's alone).
+func mapRegion(f *os.File, off, length uint64, access uint8, use *usage) (*region, error) {
 	if length == 0 || access&^(proto.AccessLocalWrite|proto.AccessRemoteRead|proto.AccessRemoteWrite) != 0 {
 		return nil, proto.Errorf(proto.CodeBadRequest, "length %d, access %#x", length, access)
 	}
@@ -55,12 +61,13 @@ func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
 	if n > 1<<40 {
 		return nil, proto.Errorf(proto.CodeBadRequest, "region of %d bytes", length)
 	}
-	if err := resources.take(1, 0); err != nil {
+	cost := usage{maps: 1, regd: int64(n)}
+	if err := resources.take(use, cost); err != nil {
 		return nil, err
 	}
 	m, err := unix.Mmap(fd, int64(base), int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		resources.give(1, 0)
+		resources.give(use, cost)
 		return nil, proto.Errorf(proto.CodeBadRegion, "mmap: %v", err)
 	}
 	// Registration makes the region resident (package resident says why:
@@ -74,7 +81,7 @@ func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
 	if uint64(st.Blocks)*512 >= n {
 		if err := resident.Make(m); err != nil {
 			unix.Munmap(m)
-			resources.give(1, 0)
+			resources.give(use, cost)
 			return nil, proto.Errorf(proto.CodeLimit, "memory: making %d bytes resident: %v", n, err)
 		}
 	}
@@ -88,7 +95,7 @@ func mapRegion(f *os.File, off, length uint64, access uint8) (*region, error) {
 	if access&proto.AccessRemoteWrite != 0 {
 		acc |= transport.AccessRemoteWrite
 	}
-	r := &region{length: length, mapping: m}
+	r := &region{length: length, mapping: m, use: use, cost: cost}
 	r.tr = transport.Region{Buf: m[off-base : off-base+length], Access: acc}
 	return r, nil
 }
@@ -99,7 +106,7 @@ func (r *region) unmap() {
 			panic(fmt.Sprintf("control: munmap region %#x: %v", r.key, err)) // our own mapping: cannot fail
 		}
 		r.mapping = nil
-		resources.give(1, 0)
+		resources.give(r.use, r.cost)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestRegionResident(t *testing.T) {
 	}
 
 	f := memfd(true)
-	r, err := mapRegion(f, 0, uint64(size), proto.AccessRemoteWrite)
+	r, err := mapRegion(f, 0, uint64(size), proto.AccessRemoteWrite, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRegionResident(t *testing.T) {
 	r.unmap()
 
 	f = memfd(false)
-	r, err = mapRegion(f, 0, uint64(size), proto.AccessRemoteWrite)
+	r, err = mapRegion(f, 0, uint64(size), proto.AccessRemoteWrite, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,6 +318,10 @@ type session struct {
 	// conns holds every connection its queue pairs made, by engine;
 	// appended and read only inside that engine's Do.
 	conns map[*Engine][]*transport.Conn
+	// use is the session's share of the daemon's budget (budget.go),
+	// guarded by the budget's lock; its regions and queue pairs give
+	// back what they took, maybe after the session has gone.
+	use usage
 }
 
 func (s *Server) open(cred proto.Cred) (*session, error) {
@@ -350,7 +354,7 @@ func (s *Server) register(ctx context.Context, ss *session, req *proto.Request, 
 	if req.Addr+req.Length < req.Addr {
 		return proto.Errorf(proto.CodeBadRequest, "address range wraps")
 	}
-	r, err := mapRegion(files[0], req.Offset, req.Length, req.Access)
+	r, err := mapRegion(files[0], req.Offset, req.Length, req.Access, &ss.use)
 	if err != nil {
 		return err
 	}
@@ -487,7 +491,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 	ss.engine[qpn] = e
 	s.mu.Unlock()
 	resp.QPN, resp.Local, resp.MaxPayload, resp.Token = qpn, e.Local.String(), maxPayload, token
-	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.closeAppBell, nil
+	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.handOver, nil
 }
 
 // newToken draws a service token (spec §7.3): 64 bits from crypto/rand,
@@ -592,6 +596,7 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 			q.waiter, timedOut = nil, true
 			q.conn.Close(now)
 			q.state, q.reason = qpClosed, proto.StatusRetryExceeded
+			e.D.wake(q) // what it posts from now on fails
 			return true
 		})
 		if err == nil {
@@ -744,19 +749,7 @@ func (d *EngineDriver) detach(now transport.Time, q *qp) {
 	if d.byQPN[q.qpn] == q {
 		delete(d.byQPN, q.qpn)
 	}
-	d.unwatch(q)
-	d.qps = removeQP(d.qps, q)
-}
-
-func removeQP(qs []*qp, q *qp) []*qp {
-	for i, x := range qs {
-		if x == q {
-			copy(qs[i:], qs[i+1:])
-			qs[len(qs)-1] = nil
-			return qs[:len(qs)-1]
-		}
-	}
-	return qs
+	d.remove(q)
 }
 
 // reclaim frees everything a session held: its socket has closed.

@@ -39,8 +39,13 @@ var ErrBellGone = errors.New("ring: doorbell peer gone")
 //
 // Only one goroutine waits on an end at a time; any number may ring it.
 type Doorbell struct {
-	fd   int // this process's end of the socket pair
-	intr int // a private eventfd that cancels a wait (context.AfterFunc)
+	fd int // this process's end of the socket pair
+	// intr is a private eventfd that cancels a wait (context.AfterFunc),
+	// made by the first wait that needs it (-1 until then): an end that
+	// is only rung or polled by its owner, as the daemon's are, never
+	// needs one, and a daemon with 10,000 queue pairs would hold 10,000
+	// eventfds nothing waits on (issue 22).
+	intr int
 	buf  [64]byte
 }
 
@@ -92,11 +97,20 @@ func OpenDoorbell(fd int) (*Doorbell, error) {
 }
 
 func newDoorbell(fd int) (*Doorbell, error) {
+	return &Doorbell{fd: fd, intr: -1}, nil
+}
+
+// interruptible makes the private eventfd a context's wait needs.
+func (d *Doorbell) interruptible() error {
+	if d.intr >= 0 {
+		return nil
+	}
 	intr, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return nil, fmt.Errorf("eventfd: %w", err)
+		return fmt.Errorf("wait doorbell: eventfd: %w", err)
 	}
-	return &Doorbell{fd: fd, intr: intr}, nil
+	d.intr = intr
+	return nil
 }
 
 // FD is this end's socket: to pass to the peer (then Close this end), or
@@ -160,6 +174,9 @@ func (d *Doorbell) WaitContext(ctx context.Context) (bool, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	if ctx.Done() != nil {
+		if err := d.interruptible(); err != nil {
+			return false, err
+		}
 		stop := context.AfterFunc(ctx, d.interrupt)
 		defer stop()
 	}
@@ -187,6 +204,8 @@ var bellByte [1]byte
 // stale interrupt, from an AfterFunc that fired after an earlier wait
 // ended, is drained and ignored.
 func (d *Doorbell) wait(ctx context.Context, deadline time.Time) (bool, error) {
+	// A negative descriptor is skipped by poll: a wait without a
+	// context, or before one made the eventfd, polls the end alone.
 	fds := [2]unix.PollFd{
 		{Fd: int32(d.fd), Events: unix.POLLIN},
 		{Fd: int32(d.intr), Events: unix.POLLIN},
@@ -243,7 +262,9 @@ func (d *Doorbell) drainIntr() {
 // Close closes this end and the private eventfd. No wait may be in progress.
 func (d *Doorbell) Close() error {
 	err := unix.Close(d.fd)
-	unix.Close(d.intr)
+	if d.intr >= 0 {
+		unix.Close(d.intr)
+	}
 	d.fd, d.intr = -1, -1
 	if err != nil {
 		return fmt.Errorf("close doorbell: %w", err)
@@ -294,6 +315,9 @@ func (c *Consumer) WaitContext(ctx context.Context, bell *Doorbell) error {
 	}
 	deadline, _ := ctx.Deadline()
 	if ctx.Done() != nil {
+		if err := bell.interruptible(); err != nil {
+			return err
+		}
 		stop := context.AfterFunc(ctx, bell.interrupt)
 		defer stop()
 	}

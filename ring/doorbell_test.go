@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,5 +247,107 @@ func TestPairWithDoorbell(t *testing.T) {
 				t.Error("the consumer never slept: the doorbell path went untested")
 			}
 		})
+	}
+}
+
+// openFDs counts this process's descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	return len(ents)
+}
+
+// TestDoorbellDescriptors: a doorbell end costs one descriptor, its
+// socket, until a wait with a context needs the private eventfd (the
+// daemon's ends never wait: issue 22 counted one eventfd per queue pair
+// that nothing waited on).
+func TestDoorbellDescriptors(t *testing.T) {
+	before := openFDs(t)
+	a, b := newBells(t)
+	if n := openFDs(t) - before; n != 2 {
+		t.Fatalf("a doorbell pair holds %d descriptors, want 2 (its two sockets)", n)
+	}
+	a.Ring()
+	if rang, err := b.Wait(time.Second); !rang || err != nil {
+		t.Fatalf("Wait = %v, %v", rang, err)
+	}
+	if n := openFDs(t) - before; n != 2 {
+		t.Fatalf("after a wait without a context: %d descriptors, want 2", n)
+	}
+	// A context's cancel still interrupts the wait, through the eventfd
+	// made for it.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := b.WaitContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitContext after cancel = %v, want context.Canceled", err)
+	}
+	if n := openFDs(t) - before; n != 3 {
+		t.Fatalf("after a context's wait: %d descriptors, want 3 (the eventfd)", n)
+	}
+}
+
+// TestRingCloseFD: a ring whose memfd is closed keeps its mapping and its
+// contents, shared with a peer that attached before.
+func TestRingCloseFD(t *testing.T) {
+	r := newMemfdRing(t, 8, 64)
+	fd, err := unix.FcntlInt(uintptr(r.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := Attach(fd)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	before := openFDs(t)
+	if err := r.CloseFD(); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.CloseFD(); err != nil {
+		t.Fatal(err)
+	}
+	if n := before - openFDs(t); n != 2 || r.FD() != -1 {
+		t.Fatalf("CloseFD freed %d descriptors (FD %d), want 2 and -1", n, r.FD())
+	}
+	p, c := r.Producer(), peer.Consumer()
+	first, got, err := p.Reserve(1)
+	if err != nil || got != 1 {
+		t.Fatalf("Reserve = %d, %v", got, err)
+	}
+	putRecord(p.Slot(first), 42)
+	p.Commit(1)
+	first, got, err = c.Peek(1)
+	if err != nil || got != 1 {
+		t.Fatalf("Peek = %d, %v", got, err)
+	}
+	if err := checkRecord(c.Slot(first), 42); err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes() != headerSize+8*64 {
+		t.Fatalf("Bytes = %d, want %d", r.Bytes(), headerSize+8*64)
+	}
+}
+
+// TestConsumerWaitCancel: a consumer waiting with a context that has no
+// deadline returns when the context is cancelled (the cancel reaches the
+// wait through the bell's interrupt eventfd, made for the wait).
+func TestConsumerWaitCancel(t *testing.T) {
+	r := newMemfdRing(t, 8, 64)
+	_, bell := newBells(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() { done <- r.Consumer().WaitContext(ctx, bell) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("WaitContext = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled wait never returned")
 	}
 }

@@ -134,6 +134,30 @@ func newRing(mem []byte, g geometry) *Ring {
 // owning it.
 func (r *Ring) FD() int { return r.fd }
 
+// CloseFD closes the memfd and keeps the mapping, which holds the file's
+// pages for as long as it lasts: once the peer has its own descriptor (or
+// mapping) this process needs neither, and a descriptor per ring is what
+// runs a process with thousands of queue pairs out of RLIMIT_NOFILE.
+// Close still unmaps. FD is -1 afterwards.
+func (r *Ring) CloseFD() error {
+	if r.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	if err != nil {
+		return fmt.Errorf("close ring memfd: %w", err)
+	}
+	return nil
+}
+
+// Bytes is the size of the ring's mapping: its header and slots.
+func (r *Ring) Bytes() int64 { return r.geom.bytes() }
+
+// Size is the mapping a ring of slots slots of slotSize bytes needs, for
+// a budget to charge before Create.
+func Size(slots, slotSize int) int64 { return headerSize + int64(slots)*int64(slotSize) }
+
 // Slots is the number of slots, a power of two.
 func (r *Ring) Slots() int { return int(r.geom.slots) }
 

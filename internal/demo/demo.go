@@ -90,9 +90,10 @@ type DemoResult struct {
 // topologies are -topology's values; topologyUsage is its help in every
 // topology's flag set, so each -h lists them all.
 const (
-	topologies    = "star, leafspine, incast or libfabric"
+	topologies    = "star, leafspine, incast, libfabric or conns"
 	topologyUsage = "the demo's fabric: star (two hosts through one switch), leafspine (two leaves over four spines, one cut mid-run), " +
-		"incast (senders into one ECN-marking port) or libfabric (fi_pingpong through the metaroce provider and libfabric's own); " +
+		"incast (senders into one ECN-marking port), libfabric (fi_pingpong through the metaroce provider and libfabric's own) " +
+		"or conns (10,000 connections between two daemons, each with a verified WRITE, and a ping-pong beside them); " +
 		"each has its own flags: -topology NAME -h (docs/demo.md)"
 )
 
@@ -137,6 +138,8 @@ func Run(args []string, out io.Writer) error {
 		return runIncastDemo(args, out)
 	case "libfabric":
 		return runLibfabricDemo(args, out)
+	case "conns":
+		return runConnsDemo(args, out)
 	case "", "star":
 	default:
 		return cli.UsageError("-topology %q: want %s", t, topologies)

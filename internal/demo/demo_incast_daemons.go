@@ -45,7 +45,12 @@ func startDaemons(self, dir, backend, tag string, hosts []*testnet.Host, extra s
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return ds, err
 		}
-		c := h.Command(ctx, self, "daemon", "-config", cfg, "-cpu", fmt.Sprint(i%runtime.NumCPU()))
+		args := []string{"daemon", "-config", cfg, "-cpu", fmt.Sprint(i % runtime.NumCPU())}
+		if d := os.Getenv("METAROCE_DEMO_PROFILE_DIR"); d != "" {
+			// As withDaemonsYAML: a CPU profile per daemon.
+			args = append(args, "-cpuprofile", filepath.Join(d, h.Label+"-"+tag+".prof"))
+		}
+		c := h.Command(ctx, self, args...)
 		c.Stderr = os.Stderr
 		if err := c.Start(); err != nil {
 			return ds, err

@@ -27,6 +27,14 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "daemon" {
 		os.Exit(daemon.Main("metaroce daemon", os.Args[2:], os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "demo" {
+		// The connections demo's receiving application (-receiver).
+		if err := Run(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "metaroce demo:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "perf" {
 		if err := perf.Run(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "metaroce perf:", err)
