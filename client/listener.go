@@ -74,11 +74,7 @@ func (l *Listener) GetRequest(ctx context.Context) (*ConnRequest, error) {
 		var r proto.Response
 		_, err := l.c.do(req, &r)
 		if err == nil {
-			p, perr := netip.ParseAddr(r.Peer)
-			if perr != nil {
-				return nil, fmt.Errorf("%w: get_request: peer %q", ErrDaemonError, r.Peer)
-			}
-			return &ConnRequest{l: l, id: r.Request, Peer: p, Private: r.Private}, nil
+			return l.request(&r)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -101,11 +97,16 @@ func (l *Listener) PollRequest() (*ConnRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, perr := netip.ParseAddr(r.Peer)
-	if perr != nil {
+	return l.request(&r)
+}
+
+// request is the connection request a get_request answer describes.
+func (l *Listener) request(r *proto.Response) (*ConnRequest, error) {
+	p, err := netip.ParseAddr(r.Peer)
+	if err != nil {
 		return nil, fmt.Errorf("%w: get_request: peer %q", ErrDaemonError, r.Peer)
 	}
-	return &ConnRequest{l: l, id: r.Request, Peer: p}, nil
+	return &ConnRequest{l: l, id: r.Request, Peer: p, Private: r.Private}, nil
 }
 
 // Accept binds the request's connection to q, an idle queue pair of the
