@@ -23,6 +23,21 @@ type keepalive struct {
 	deadline   Time // the keepalive timer (0: not armed)
 	unanswered int  // probes sent since heard last moved
 	probeAt    Time // when the latest probe left
+	iv         Time // the interval now in force: KeepaliveInterval less a random jitter
+}
+
+// interval draws the next keepalive interval: KeepaliveInterval less up to
+// a quarter of it, at random each time. Connections opened together (a
+// job connecting to all its peers, the 10,000-connection demo) would
+// otherwise go idle, and probe, in the same instant every interval: one
+// burst of thousands of PROBEs and acks that overflows a receiving ring
+// and loses probes of the same connections each time, until they fail
+// (50 of 10,000 did, on a loaded host, with the same interval for all).
+// Drawn from the endpoint's generator, so a seeded simulation stays
+// deterministic.
+func (c *Conn) interval() Time {
+	iv := Time(c.ep.cfg.KeepaliveInterval)
+	return iv - Time(c.ep.rng.Int64N(int64(iv/4)+1))
 }
 
 var errKeepalive = errors.New("metaroce: peer unreachable: keepalive probes unanswered")
@@ -32,7 +47,8 @@ func (c *Conn) heard(now Time) {
 	k := &c.ka
 	k.heard = now
 	if k.deadline == 0 && c.ep.cfg.KeepaliveInterval > 0 {
-		k.deadline = now + Time(c.ep.cfg.KeepaliveInterval)
+		k.iv = c.interval()
+		k.deadline = now + k.iv
 	}
 }
 
@@ -40,7 +56,7 @@ func (c *Conn) heard(now Time) {
 func (c *Conn) keepaliveTimer(now Time) {
 	k := &c.ka
 	cfg := &c.ep.cfg
-	iv := Time(cfg.KeepaliveInterval)
+	iv := k.iv
 	if k.unanswered > 0 && k.heard > k.probeAt {
 		k.unanswered = 0 // answered
 	}
@@ -48,6 +64,8 @@ func (c *Conn) keepaliveTimer(now Time) {
 		k.deadline = k.heard + iv // heard from since it was armed
 		return
 	}
+	k.iv = c.interval()
+	iv = k.iv
 	if s := &c.snd; s.inflight > 0 || s.readsWaiting > 0 || !s.retxQ.empty() {
 		// Our own traffic is outstanding: the retransmission timer and
 		// its retry limit judge the peer's liveness.

@@ -98,3 +98,41 @@ func TestKeepaliveArmedAtHandshake(t *testing.T) {
 		t.Fatalf("initiator of a peer that vanished after its ACCEPT: %v (state %v)", l.cq[0], l.conns[0].State())
 	}
 }
+
+// TestKeepaliveSpread: connections opened together do not probe
+// together. Each interval is KeepaliveInterval less a random part of up
+// to a quarter of it, so 64 connections made in the same instant send
+// their first keepalive PROBEs spread over most of a quarter interval,
+// not in one burst (which, for 10,000 connections, overflowed a
+// receiving ring and failed some of them every interval alike).
+func TestKeepaliveSpread(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	l := newTLink(t, Config{KeepaliveInterval: iv, MaxConns: 128}, 4096)
+	const n = 64
+	for range n {
+		if _, err := l.eps[0].Connect(l.now, l.addrs[1], tService, l.mems[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.run(Time(10*time.Millisecond), nil) // handshakes and their PROBEs
+	first := map[uint32]Time{}
+	l.filter = func(from int, pkt []byte) (bool, Duration) {
+		if p, ok := parse(pkt); ok && from == 0 && p.Class == wire.ClassData && p.Data().Opcode() == wire.OpProbe {
+			if _, seen := first[p.Data().DstConn()]; !seen {
+				first[p.Data().DstConn()] = l.now
+			}
+		}
+		return false, 0
+	}
+	l.run(Time(2*iv), nil)
+	if len(first) < n/2 {
+		t.Fatalf("%d of %d connections probed in two intervals", len(first), n)
+	}
+	lo, hi := Never, Time(0)
+	for _, at := range first {
+		lo, hi = min(lo, at), max(hi, at)
+	}
+	if spread := time.Duration(hi - lo); spread < iv/8 {
+		t.Errorf("first keepalive PROBEs of %d connections opened together spread over %v, want at least %v", len(first), spread, iv/8)
+	}
+}
