@@ -19,11 +19,12 @@ import "errors"
 // to the last arrival plus the interval. So a busy connection pays one
 // store per packet and no heap operation.
 type keepalive struct {
-	heard      Time // the latest packet of the peer on the established connection
-	deadline   Time // the keepalive timer (0: not armed)
-	unanswered int  // probes sent since heard last moved
-	probeAt    Time // when the latest probe left
-	iv         Time // the interval now in force: KeepaliveInterval less a random jitter
+	heard      Time   // the latest packet of the peer on the established connection
+	deadline   Time   // the keepalive timer (0: not armed)
+	unanswered int    // probes sent since heard last moved
+	probeAt    Time   // when the latest probe left
+	iv         Time   // the interval now in force: KeepaliveInterval less a random jitter
+	draws      uint32 // intervals drawn (interval)
 }
 
 // interval draws the next keepalive interval: KeepaliveInterval less up to
@@ -33,11 +34,21 @@ type keepalive struct {
 // burst of thousands of PROBEs and acks that overflows a receiving ring
 // and loses probes of the same connections each time, until they fail
 // (50 of 10,000 did, on a loaded host, with the same interval for all).
-// Drawn from the endpoint's generator, so a seeded simulation stays
-// deterministic.
+// The jitter is a hash of the connection's id (itself random) and a count
+// of draws, not a draw from the endpoint's generator: a seeded simulation
+// stays deterministic, and its other random choices (entropy values,
+// initial PSNs) stay what they were without keepalives.
 func (c *Conn) interval() Time {
 	iv := Time(c.ep.cfg.KeepaliveInterval)
-	return iv - Time(c.ep.rng.Int64N(int64(iv/4)+1))
+	c.ka.draws++
+	x := uint64(c.localID)<<32 | uint64(c.ka.draws)
+	// splitmix64's finaliser
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return iv - Time(x%(uint64(iv/4)+1))
 }
 
 var errKeepalive = errors.New("metaroce: peer unreachable: keepalive probes unanswered")
