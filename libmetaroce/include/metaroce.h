@@ -21,7 +21,16 @@
  * the daemon writes is checked before use (an impossible one fails the
  * queue pair with MR_ERR_CORRUPT, for good), completions are copied out
  * before they are read, and replies with the wrong descriptors, the wrong
- * sequence number or malformed JSON are refused with MR_ERR_PROTOCOL.
+ * sequence number or malformed JSON are refused with MR_ERR_PROTOCOL, as
+ * are private data longer than MR_MAX_PRIVATE (or not hex), a completion
+ * entry with an event byte, an event the queue pair did not ask for, and a
+ * query_qp state or reason that is not one of the documented names.
+ *
+ * Beyond verbs' shape (docs/api.md maps verbs, rdma_cm and libfabric onto
+ * these calls): listeners with private data both ways (rdma_cm's), a
+ * queue pair's connection events delivered in its completion queue, in
+ * order with its completions (mr_qp_attr.events), unsignaled and inline
+ * work requests, and mr_query_qp.
  */
 #ifndef METAROCE_H
 #define METAROCE_H
@@ -341,9 +350,12 @@ int mr_post(struct mr_qp *qp, const struct mr_wr *wrs, int n);
 /* mr_poll_cq takes up to n completions (and, with events, connection
  * events) without blocking: the count (0: none), or an error. */
 int mr_poll_cq(struct mr_qp *qp, struct mr_wc *wcs, int n);
-/* mr_wait_cq blocks until a completion is there (then takes up to n), the
- * timeout passes (MR_ERR_TIMEOUT; timeout_ms < 0: no limit) or the daemon
- * goes (MR_ERR_DAEMON_GONE). */
+/* mr_wait_cq blocks until a completion (or event) is there (then takes up
+ * to n), the timeout passes (MR_ERR_TIMEOUT; timeout_ms < 0: no limit) or
+ * the daemon goes (MR_ERR_DAEMON_GONE; with events, after the
+ * MR_EVENT_DAEMON_GONE entry). With events, once a terminal event has been
+ * taken and nothing else is there it returns MR_ERR_CONN_CLOSED at once:
+ * nothing more can complete. */
 int mr_wait_cq(struct mr_qp *qp, struct mr_wc *wcs, int n, int timeout_ms);
 /* mr_qp_arm is the first half of a wait for callers that poll mr_qp_fd
  * themselves: it sets the completion queue's need-wakeup flag and reports
