@@ -2,6 +2,7 @@ package libmetaroce
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -55,6 +56,39 @@ var hostileCases = []string{
 	"hello-garbage", "hello-short", "hello-seq", "hello-fds", "hello-version",
 	"fds-two", "fds-five", "bell-pipe", "ring-unsealed", "ring-chardev", "ring-header", "ring-short",
 	"qpn-zero", "code", "cq-index", "sq-index", "bad-cqe",
+	// Issue 20's replies and entries: private data too long, odd or not
+	// hex (connect, get_request, a rejection's), an app_reason past 16
+	// bits, deep nesting in a rejection, an unknown state or a reason
+	// with a quote (query_qp), an event in the CQ of a queue pair that
+	// asked for none and one of an unknown kind, and one good rejection
+	// read back field by field.
+	"private-long", "private-odd", "private-nothex", "request-private-long", "rejection-private-long",
+	"rejection-app-reason", "rejection-deep", "rejection-good", "query-state", "query-reason", "event-unasked",
+	"event-unknown",
+}
+
+// hostileReplies: what the fake daemon answers to the operations after
+// create_qp, per case (nil: a plain ok).
+var hostileReplies = map[string]map[string]any{
+	"private-long":           {"code": "ok", "peer": "10.0.0.2", "private": strings.Repeat("ab", 65)},
+	"private-odd":            {"code": "ok", "peer": "10.0.0.2", "private": "abc"},
+	"private-nothex":         {"code": "ok", "peer": "10.0.0.2", "private": "zz"},
+	"request-private-long":   {"code": "ok", "peer": "10.0.0.2", "request": 5, "private": strings.Repeat("0", 4000)},
+	"rejection-private-long": {"code": "connect_failed", "error": "no", "rejection": map[string]any{"reason": "application", "private": strings.Repeat("cd", 200)}},
+	"rejection-app-reason":   {"code": "connect_failed", "error": "no", "rejection": map[string]any{"reason": "application", "app_reason": 70000}},
+	"rejection-deep":         {"code": "connect_failed", "error": "no", "rejection": map[string]any{"reason": "application", "x": deep(40)}},
+	"rejection-good":         {"code": "connect_failed", "error": "no", "rejection": map[string]any{"reason": strings.Repeat("application", 5), "app_reason": 7, "private": "0a0b", "extra": []any{1, map[string]any{}}}},
+	"query-state":            {"code": "ok", "state": "weird", "peer": "10.0.0.2"},
+	"query-reason":           {"code": "ok", "state": "closed", "reason": "fl\"ushed"},
+}
+
+// deep nests n arrays.
+func deep(n int) any {
+	var v any = 1
+	for range n {
+		v = []any{v}
+	}
+	return v
 }
 
 // serveHostile answers one session as case c says.
@@ -157,8 +191,25 @@ func serveHostile(t *testing.T, c *net.UnixConn, cs string) {
 				cqm[256+8] = 99 // completion op 99
 				atomic.StoreUint32(word(cqm, 64), 1)
 				reply(h, ok, sq, cq, bell)
+			case "event-unasked", "event-unknown":
+				cqm[256+8] = 6 // an event
+				cqm[256+11] = 1
+				if cs == "event-unknown" {
+					cqm[256+11] = 9
+				}
+				atomic.StoreUint32(word(cqm, 64), 1)
+				reply(h, ok, sq, cq, bell)
+			default:
+				reply(h, ok, sq, cq, bell)
 			}
 		default:
+			if m, ok := hostileReplies[cs]; ok {
+				m = maps.Clone(m)
+				m["v"], m["seq"] = 1, h.Seq
+				b, _ := json.Marshal(m)
+				c.Write(b)
+				continue
+			}
 			reply(h, nil)
 		}
 	}

@@ -21,7 +21,16 @@
  * the daemon writes is checked before use (an impossible one fails the
  * queue pair with MR_ERR_CORRUPT, for good), completions are copied out
  * before they are read, and replies with the wrong descriptors, the wrong
- * sequence number or malformed JSON are refused with MR_ERR_PROTOCOL.
+ * sequence number or malformed JSON are refused with MR_ERR_PROTOCOL, as
+ * are private data longer than MR_MAX_PRIVATE (or not hex), a completion
+ * entry with an event byte, an event the queue pair did not ask for, and a
+ * query_qp state or reason that is not one of the documented names.
+ *
+ * Beyond verbs' shape (docs/api.md maps verbs, rdma_cm and libfabric onto
+ * these calls): listeners with private data both ways (rdma_cm's), a
+ * queue pair's connection events delivered in its completion queue, in
+ * order with its completions (mr_qp_attr.events), unsignaled and inline
+ * work requests, and mr_query_qp.
  */
 #ifndef METAROCE_H
 #define METAROCE_H
@@ -57,6 +66,7 @@ enum mr_error {
 	MR_ERR_TIMEOUT = -24,     /* a wait's time passed */
 	MR_ERR_INVAL = -25,       /* a bad argument */
 	MR_ERR_SYS = -26,         /* a system call failed: errno says which */
+	MR_ERR_CONN_CLOSED = -27, /* mr_wait_cq on a queue pair with events whose connection is over */
 };
 
 /* mr_strerror names an error code. */
@@ -79,6 +89,22 @@ enum mr_wr_op {
 	MR_WR_RECV = 6,
 };
 
+/* Work request flags (struct mr_wr's flags; send queue slot byte 1).
+ * MR_WR_UNSIGNALED: no completion when the request succeeds (verbs
+ * without IBV_SEND_SIGNALED, libfabric without FI_COMPLETION); a failure
+ * completes as always, and a RECV always completes. Completions come in
+ * order per stream, so a signaled request's completion says the
+ * unsignaled ones before it on its stream are done. */
+#define MR_WR_UNSIGNALED 1u
+
+/* MR_MAX_INLINE is the most data a work request carries in its slot
+ * (struct mr_wr's inline_data; docs/api.md, Work requests). */
+#define MR_MAX_INLINE 20
+
+/* MR_MAX_PRIVATE bounds connection private data each way (the wire's
+ * bound, docs/spec.md §7.1). */
+#define MR_MAX_PRIVATE 64
+
 /* Completion operations. */
 enum mr_wc_op {
 	MR_WC_WRITE = 1,
@@ -86,7 +112,30 @@ enum mr_wc_op {
 	MR_WC_SEND = 3,
 	MR_WC_RECV = 4,           /* a peer's SEND landed in a posted receive */
 	MR_WC_RECV_WRITE_IMM = 5, /* a peer's WRITE with immediate completed */
+	/* MR_WC_EVENT: not a completion but a connection event (struct
+	 * mr_wc's event says which, status the reason), in order with the
+	 * completions around it: a closing connection's flushed completions
+	 * come before its event. wr_id, bytes, imm and stream are 0. Only a
+	 * queue pair made with mr_qp_attr.events gets them. */
+	MR_WC_EVENT = 6,
 };
+
+/* Connection events (struct mr_wc's event when op is MR_WC_EVENT;
+ * docs/api.md, Connection events). Every one but MR_EVENT_CONNECTED ends
+ * the connection. */
+enum mr_event {
+	MR_EVENT_CONNECTED = 1,       /* up (connect or accept); status 0 */
+	MR_EVENT_PEER_CLOSED = 2,     /* the peer closed it or no longer knows it: status flushed or reset */
+	MR_EVENT_FAILED = 3,          /* it failed: status says why (rejected, remote invalid, RNR ...) */
+	MR_EVENT_RETRY_EXCEEDED = 4,  /* the peer stopped answering (data, keepalive, handshake); status 4 */
+	/* MR_EVENT_DAEMON_GONE: the daemon went away. The library adds it,
+	 * once, to a queue pair with events after the entries the daemon had
+	 * written; status 0. */
+	MR_EVENT_DAEMON_GONE = 0x80,
+};
+
+/* mr_event_str names a connection event. */
+const char *mr_event_str(int event);
 
 /* Completion statuses (docs/api.md, Completions). */
 enum mr_wc_status {
@@ -124,9 +173,11 @@ struct mr_mr {
 };
 
 /* One work request: an sge of the local region, and for WRITE and READ the
- * remote address and key. */
+ * remote address and key. Zero the fields you do not use (a designated
+ * initializer does). */
 struct mr_wr {
-	uint8_t op; /* enum mr_wr_op */
+	uint8_t op;    /* enum mr_wr_op */
+	uint8_t flags; /* MR_WR_UNSIGNALED; other bits 0 */
 	uint16_t stream;
 	uint64_t wr_id;
 	uint32_t lkey;
@@ -135,14 +186,21 @@ struct mr_wr {
 	uint32_t rkey;
 	uint64_t raddr;
 	uint32_t imm;
+	/* inline_data, if not NULL: the data of a WRITE or SEND (with or
+	 * without immediate), length bytes of it (at most MR_MAX_INLINE),
+	 * carried in the send queue slot itself (IBV_SEND_INLINE,
+	 * fi_inject). mr_post copies it, so the buffer may be reused as soon
+	 * as it returns; lkey and laddr are unused. */
+	const void *inline_data;
 };
 
-/* One work completion. */
+/* One work completion, or a connection event (op MR_WC_EVENT). */
 struct mr_wc {
 	uint64_t wr_id;
 	uint8_t op;     /* enum mr_wc_op */
-	uint8_t status; /* enum mr_wc_status */
+	uint8_t status; /* enum mr_wc_status; for an event its reason */
 	uint8_t flags;  /* MR_WC_FLAG_IMM */
+	uint8_t event;  /* enum mr_event when op is MR_WC_EVENT, else 0 */
 	uint32_t bytes; /* received bytes (RECV, RECV_WRITE_IMM) */
 	uint32_t imm;
 	uint16_t stream;
@@ -193,6 +251,11 @@ struct mr_qp_attr {
 	/* spin_us: how long mr_wait_cq polls, yielding the CPU, before it
 	 * sleeps on the doorbell (0: 500; negative: never sleep). */
 	int spin_us;
+	/* events: deliver the connection's events into the completion queue
+	 * as MR_WC_EVENT entries (create_qp's events), and let mr_wait_cq
+	 * return MR_ERR_CONN_CLOSED, instead of waiting, once a terminal
+	 * event has been taken and nothing else is there. */
+	int events;
 };
 
 int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp **out);
@@ -219,16 +282,80 @@ int mr_connect(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, int time
 int mr_accept(struct mr_qp *qp, int timeout_ms, char *peer, size_t peer_len);
 int mr_destroy_qp(struct mr_qp *qp); /* frees qp whatever the daemon says */
 
+/* Private data and refusals (rdma_cm's conn_param.private_data and
+ * RDMA_CM_EVENT_REJECTED; docs/api.md, Listeners). */
+struct mr_private {
+	uint8_t len; /* at most MR_MAX_PRIVATE */
+	uint8_t data[MR_MAX_PRIVATE];
+};
+
+/* Why a connect was refused (the REJECT's reason, docs/spec.md §7.5). */
+enum mr_reject_reason {
+	MR_REJECT_NONE = 0,        /* not refused: nothing answered, or another failure */
+	MR_REJECT_NO_SERVICE = 1,  /* nothing listens there, or the wrong token */
+	MR_REJECT_LIMIT = 2,       /* the listener's backlog or a limit was full */
+	MR_REJECT_PARAMS = 3,      /* the peer refused the connection's parameters */
+	MR_REJECT_APPLICATION = 4, /* the listening application rejected it: app_reason and private are its */
+	MR_REJECT_OTHER = 5,       /* a reason this library does not know (name in reason_name) */
+};
+
+struct mr_rejection {
+	int reason;          /* enum mr_reject_reason */
+	char reason_name[16]; /* the daemon's name for it ("application" ...); "" if none */
+	uint16_t app_reason; /* MR_REJECT_APPLICATION: mr_reject_request_with's app_reason */
+	struct mr_private priv; /* MR_REJECT_APPLICATION: mr_reject_request_with's private data */
+};
+
+/* mr_connect_ex is mr_connect_token with private data for the listener
+ * (priv, priv_len bytes, at most MR_MAX_PRIVATE; NULL for none). On
+ * success accept_priv (if not NULL) receives the ACCEPT's private data;
+ * on MR_ERR_CONNECT rej (if not NULL) says why (reason MR_REJECT_NONE when
+ * nothing refused it: no answer). */
+int mr_connect_ex(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, uint64_t token, int timeout_ms,
+		  const void *priv, size_t priv_len, struct mr_private *accept_priv, struct mr_rejection *rej);
+
+/* Queue pair states, as mr_query_qp and mr_qp_state name them. */
+enum mr_qp_state {
+	MR_QP_IDLE = 0,       /* waiting for a connection to its number */
+	MR_QP_CONNECTING = 1, /* connect sent, no answer yet */
+	MR_QP_CONNECTED = 2,
+	MR_QP_CLOSED = 3,     /* closed or failed: only mr_destroy_qp is left */
+};
+
+struct mr_qp_query {
+	int state;       /* enum mr_qp_state */
+	char peer[64];   /* the peer's address; "" while idle */
+	/* Once closed, why: a completion status (enum mr_wc_status, e.g.
+	 * MR_WC_FLUSHED for an orderly close by either side, MR_WC_RESET,
+	 * MR_WC_RETRY_EXCEEDED, MR_WC_REJECTED), -1 if none or unknown, and
+	 * the daemon's name for it ("flushed" ...; "" if none). */
+	int reason;
+	char reason_name[24];
+};
+
+/* mr_query_qp asks the daemon where the queue pair is (ibv_query_qp's
+ * qp_state): a round trip on the control socket. */
+int mr_query_qp(struct mr_qp *qp, struct mr_qp_query *out);
+/* mr_qp_state is the state as this side knows it without asking: from
+ * connect and accept and, with events, from the events taken so far. */
+int mr_qp_state(const struct mr_qp *qp);
+
 /* mr_post puts up to n work requests on the send queue and wakes the engine
  * if it sleeps. Returns how many it posted (> 0), or MR_ERR_SQ_FULL if none
- * fit, or another error. Every request posted completes once. */
+ * fit, or another error; MR_ERR_INVAL, posting none, if any request has an
+ * unknown flag or inline data longer than MR_MAX_INLINE or on a READ or
+ * RECV. Every request posted completes once, except an unsignaled one that
+ * succeeds. */
 int mr_post(struct mr_qp *qp, const struct mr_wr *wrs, int n);
-/* mr_poll_cq takes up to n completions without blocking: the count (0:
- * none), or an error. */
+/* mr_poll_cq takes up to n completions (and, with events, connection
+ * events) without blocking: the count (0: none), or an error. */
 int mr_poll_cq(struct mr_qp *qp, struct mr_wc *wcs, int n);
-/* mr_wait_cq blocks until a completion is there (then takes up to n), the
- * timeout passes (MR_ERR_TIMEOUT; timeout_ms < 0: no limit) or the daemon
- * goes (MR_ERR_DAEMON_GONE). */
+/* mr_wait_cq blocks until a completion (or event) is there (then takes up
+ * to n), the timeout passes (MR_ERR_TIMEOUT; timeout_ms < 0: no limit) or
+ * the daemon goes (MR_ERR_DAEMON_GONE; with events, after the
+ * MR_EVENT_DAEMON_GONE entry). With events, once a terminal event has been
+ * taken and nothing else is there it returns MR_ERR_CONN_CLOSED at once:
+ * nothing more can complete. */
 int mr_wait_cq(struct mr_qp *qp, struct mr_wc *wcs, int n, int timeout_ms);
 /* mr_qp_arm is the first half of a wait for callers that poll mr_qp_fd
  * themselves: it sets the completion queue's need-wakeup flag and reports
@@ -252,6 +379,26 @@ int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_
 		   size_t peer_len);
 int mr_accept_request(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp);
 int mr_reject_request(struct mr_ctx *ctx, uint32_t service, uint64_t request);
+
+/* A connection request as mr_get_request_ex hands it out. */
+struct mr_conn_request {
+	uint64_t request; /* for mr_accept_request_with / mr_reject_request_with */
+	char peer[64];    /* the connecting side's address */
+	struct mr_private priv; /* the CONNECT's private data (mr_connect_ex's priv) */
+};
+
+/* mr_get_request_ex is mr_get_request with the peer's private data. */
+int mr_get_request_ex(struct mr_ctx *ctx, uint32_t service, int timeout_ms, struct mr_conn_request *out);
+/* mr_accept_request_with accepts with private data for the ACCEPT (the
+ * connecting side's mr_connect_ex returns it; NULL for none).
+ * mr_reject_request_with refuses with the application's reason and private
+ * data (the connecting side's mr_connect_ex fails with MR_ERR_CONNECT and
+ * an MR_REJECT_APPLICATION rejection carrying both). priv_len is at most
+ * MR_MAX_PRIVATE. */
+int mr_accept_request_with(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp,
+			   const void *priv, size_t priv_len);
+int mr_reject_request_with(struct mr_ctx *ctx, uint32_t service, uint64_t request, uint16_t app_reason,
+			   const void *priv, size_t priv_len);
 int mr_unlisten(struct mr_ctx *ctx, uint32_t service);
 
 #ifdef __cplusplus

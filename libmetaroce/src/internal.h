@@ -29,6 +29,13 @@ struct mr_reply {
 	uint64_t regions, qps, sessions, bytes;
 	uint64_t service, request; /* listen, get_request */
 	char local[64], peer[64];
+	char state[16], reason[24]; /* query_qp */
+	struct mr_private priv;     /* connect: the ACCEPT's; get_request: the CONNECT's */
+	/* A refused connect's rejection object (has_rejection set). */
+	int has_rejection;
+	char rej_reason[16];
+	uint64_t rej_app_reason;
+	struct mr_private rej_priv;
 	int has_v, has_seq, has_code;
 };
 
@@ -89,7 +96,17 @@ struct mr_qp {
 	int spin_us;
 	int sq_fd, cq_fd, bell;
 	struct mr_ring sq, cq;
+	/* Events (mr_qp_attr.events): the state they imply, whether a
+	 * terminal one was taken, and whether MR_EVENT_DAEMON_GONE was. */
+	int events;
+	int state; /* enum mr_qp_state */
+	int terminal, gone_noted;
 };
+
+/* mr_private_hex writes n bytes of p as a JSON field "private":"<hex>",
+ * (with the comma) into out (cap >= 2 * MR_MAX_PRIVATE + 16), or "" for
+ * none. -1 if n > MR_MAX_PRIVATE. */
+int mr_private_hex(const void *p, size_t n, char *out, size_t cap);
 
 /* mr_request sends req (a JSON object without v and seq, which it adds:
  * the text after "{") with fds, and reads the reply into r with up to

@@ -2,6 +2,7 @@
  * object (control/proto.Response); this reads the fields the library needs
  * and skips any other value, nested ones included, with every access
  * bounded by the message's length: a hostile daemon's bytes are input. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +160,88 @@ static int number(struct lex *l, uint64_t *u, int64_t *i)
 	return *e == 0 ? 0 : -1;
 }
 
+/* hexval is a hex digit's value, or -1. */
+static int hexval(char h)
+{
+	if (h >= '0' && h <= '9')
+		return h - '0';
+	if (h >= 'a' && h <= 'f')
+		return h - 'a' + 10;
+	if (h >= 'A' && h <= 'F')
+		return h - 'A' + 10;
+	return -1;
+}
+
+/* private_data reads a hex string of at most MR_MAX_PRIVATE bytes into p:
+ * longer, odd or not hex is malformed. The string is read into a buffer
+ * one character longer than the longest valid one, so an overlong one
+ * shows as too long rather than being cut to fit. */
+static int private_data(struct lex *l, struct mr_private *p)
+{
+	char tmp[2 * MR_MAX_PRIVATE + 2];
+	if (str(l, tmp, sizeof tmp) < 0)
+		return -1;
+	size_t n = strlen(tmp);
+	if (n > 2 * MR_MAX_PRIVATE || n % 2)
+		return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		int hi = hexval(tmp[i]), lo = hexval(tmp[i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		p->data[i / 2] = (uint8_t)(hi << 4 | lo);
+	}
+	p->len = (uint8_t)(n / 2);
+	return 0;
+}
+
+/* rejection reads a refused connect's rejection object: reason,
+ * app_reason, private; other keys are skipped. */
+static int rejection(struct lex *l, struct mr_reply *r)
+{
+	if (l->p >= l->end || *l->p != '{')
+		return value(l) < 0 ? -1 : 0; /* null or another kind: no rejection */
+	l->p++;
+	ws(l);
+	r->has_rejection = 1;
+	if (l->p < l->end && *l->p == '}') {
+		l->p++;
+		return 0;
+	}
+	for (;;) {
+		char key[32];
+		ws(l);
+		if (str(l, key, sizeof key) < 0)
+			return -1;
+		ws(l);
+		if (l->p >= l->end || *l->p++ != ':')
+			return -1;
+		ws(l);
+		int bad;
+		if (strcmp(key, "reason") == 0)
+			bad = str(l, r->rej_reason, sizeof r->rej_reason);
+		else if (strcmp(key, "app_reason") == 0)
+			bad = number(l, &r->rej_app_reason, NULL) < 0 || r->rej_app_reason > UINT16_MAX ? -1 : 0;
+		else if (strcmp(key, "private") == 0)
+			bad = private_data(l, &r->rej_priv);
+		else
+			bad = value(l);
+		if (bad < 0)
+			return -1;
+		ws(l);
+		if (l->p >= l->end)
+			return -1;
+		if (*l->p == ',') {
+			l->p++;
+			continue;
+		}
+		if (*l->p == '}') {
+			l->p++;
+			return 0;
+		}
+		return -1;
+	}
+}
+
 int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 {
 	struct lex l = {b, b + n, 0};
@@ -229,6 +312,18 @@ int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 		} else if (strcmp(key, "peer") == 0) {
 			if (str(&l, r->peer, sizeof r->peer) < 0)
 				return -1;
+		} else if (strcmp(key, "state") == 0) {
+			if (str(&l, r->state, sizeof r->state) < 0)
+				return -1;
+		} else if (strcmp(key, "reason") == 0) {
+			if (str(&l, r->reason, sizeof r->reason) < 0)
+				return -1;
+		} else if (strcmp(key, "private") == 0) {
+			if (private_data(&l, &r->priv) < 0)
+				return -1;
+		} else if (strcmp(key, "rejection") == 0) {
+			if (rejection(&l, r) < 0)
+				return -1;
 		} else if (value(&l) < 0) {
 			return -1;
 		}
@@ -246,4 +341,25 @@ int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 		}
 		return -1;
 	}
+}
+
+int mr_private_hex(const void *p, size_t n, char *out, size_t cap)
+{
+	static const char digits[] = "0123456789abcdef";
+	if (cap == 0)
+		return -1;
+	out[0] = 0;
+	if (n > MR_MAX_PRIVATE || cap < 2 * n + 16)
+		return -1;
+	if (n == 0)
+		return 0;
+	const uint8_t *b = p;
+	size_t k = (size_t)snprintf(out, cap, ",\"private\":\"");
+	for (size_t i = 0; i < n; i++) {
+		out[k++] = digits[b[i] >> 4];
+		out[k++] = digits[b[i] & 15];
+	}
+	out[k++] = '"';
+	out[k] = 0;
+	return 0;
 }

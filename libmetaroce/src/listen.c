@@ -51,11 +51,11 @@ int mr_listen(struct mr_ctx *ctx, int engine, int backlog, int public_listener, 
 	return MR_OK;
 }
 
-int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_t *request, char *peer,
-		   size_t peer_len)
+int mr_get_request_ex(struct mr_ctx *ctx, uint32_t service, int timeout_ms, struct mr_conn_request *out)
 {
-	if (!request)
+	if (!out)
 		return MR_ERR_INVAL;
+	memset(out, 0, sizeof *out);
 	char body[112];
 	snprintf(body, sizeof body, "\"op\":\"get_request\",\"service\":%u,\"timeout_ms\":%d}", service,
 		 timeout_ms < 0 ? -1 : timeout_ms);
@@ -67,30 +67,65 @@ int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_
 		mr_seterr(ctx, "get_request: request %llu, peer %.40s", (unsigned long long)r.request, r.peer);
 		return MR_ERR_PROTOCOL;
 	}
-	*request = r.request;
-	if (peer && peer_len)
-		snprintf(peer, peer_len, "%s", r.peer);
+	out->request = r.request;
+	memcpy(out->peer, r.peer, sizeof out->peer);
+	out->priv = r.priv; /* the reader bounded it to MR_MAX_PRIVATE */
 	return MR_OK;
+}
+
+int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_t *request, char *peer,
+		   size_t peer_len)
+{
+	if (!request)
+		return MR_ERR_INVAL;
+	struct mr_conn_request cr;
+	int err = mr_get_request_ex(ctx, service, timeout_ms, &cr);
+	if (err)
+		return err;
+	*request = cr.request;
+	if (peer && peer_len)
+		snprintf(peer, peer_len, "%s", cr.peer);
+	return MR_OK;
+}
+
+int mr_accept_request_with(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp,
+			   const void *priv, size_t priv_len)
+{
+	char hex[2 * MR_MAX_PRIVATE + 16];
+	if (!qp || (priv_len && !priv) || mr_private_hex(priv, priv_len, hex, sizeof hex) < 0)
+		return MR_ERR_INVAL;
+	char body[320];
+	snprintf(body, sizeof body, "\"op\":\"accept_request\",\"service\":%u,\"request\":%llu,\"qpn\":%u%s}",
+		 service, (unsigned long long)request, qp->num, hex);
+	struct mr_reply r;
+	int err = mr_request(ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	if (err == MR_OK)
+		qp->state = MR_QP_CONNECTED;
+	return err;
 }
 
 int mr_accept_request(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp)
 {
-	if (!qp)
+	return mr_accept_request_with(ctx, service, request, qp, NULL, 0);
+}
+
+int mr_reject_request_with(struct mr_ctx *ctx, uint32_t service, uint64_t request, uint16_t app_reason,
+			   const void *priv, size_t priv_len)
+{
+	char hex[2 * MR_MAX_PRIVATE + 16];
+	if ((priv_len && !priv) || mr_private_hex(priv, priv_len, hex, sizeof hex) < 0)
 		return MR_ERR_INVAL;
-	char body[128];
-	snprintf(body, sizeof body, "\"op\":\"accept_request\",\"service\":%u,\"request\":%llu,\"qpn\":%u}", service,
-		 (unsigned long long)request, qp->num);
+	char body[320];
+	snprintf(body, sizeof body,
+		 "\"op\":\"reject_request\",\"service\":%u,\"request\":%llu,\"app_reason\":%u%s}", service,
+		 (unsigned long long)request, (unsigned)app_reason, hex);
 	struct mr_reply r;
 	return mr_request(ctx, body, NULL, 0, &r, NULL, 0, NULL);
 }
 
 int mr_reject_request(struct mr_ctx *ctx, uint32_t service, uint64_t request)
 {
-	char body[112];
-	snprintf(body, sizeof body, "\"op\":\"reject_request\",\"service\":%u,\"request\":%llu}", service,
-		 (unsigned long long)request);
-	struct mr_reply r;
-	return mr_request(ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	return mr_reject_request_with(ctx, service, request, 0, NULL, 0);
 }
 
 int mr_unlisten(struct mr_ctx *ctx, uint32_t service)

@@ -17,13 +17,20 @@
 
 #include "internal.h"
 
-/* Slot offsets (control/proto/wr.go); bytes 44..63 of a WR and 22..31 of
- * a completion are reserved. */
+/* Slot offsets (control/proto/wr.go): bytes 44..63 of a WR carry inline
+ * data (flag wrFlagInline) or are reserved, 0; bytes 22..31 of a
+ * completion are reserved. */
 enum {
-	wrOp = 0, wrStream = 2, wrLKey = 4, wrWRID = 8, wrLAddr = 16, wrLength = 24, wrRKey = 28, wrRAddr = 32,
-	wrImm = 40,
-	cqWRID = 0, cqOp = 8, cqStatus = 9, cqFlags = 10, cqBytes = 12, cqImm = 16, cqStream = 20,
+	wrOp = 0, wrFlags = 1, wrStream = 2, wrLKey = 4, wrWRID = 8, wrLAddr = 16, wrLength = 24, wrRKey = 28,
+	wrRAddr = 32, wrImm = 40, wrInline = 44,
+	cqWRID = 0, cqOp = 8, cqStatus = 9, cqFlags = 10, cqEvent = 11, cqBytes = 12, cqImm = 16, cqStream = 20,
 };
+
+/* The slot's flag bits (docs/api.md): bit 0 is MR_WR_UNSIGNALED as the
+ * application passes it, bit 1 marks inline data, which the library sets
+ * itself from mr_wr.inline_data. */
+enum { wrFlagInline = 2 };
+_Static_assert(MR_MAX_INLINE == MR_WR_SIZE - wrInline, "inline bytes are the slot's tail");
 
 /* defaultSpinUs is client.SpinBeforeSleep: a completion due within a
  * round trip is picked up without a wake-up. */
@@ -74,8 +81,8 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	if ((a.sq_slots & (a.sq_slots - 1)) || (a.cq_slots & (a.cq_slots - 1)) || a.engine < 0)
 		return MR_ERR_INVAL;
 	char body[160];
-	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d}", a.sq_slots,
-		 a.cq_slots, a.engine);
+	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d%s}",
+		 a.sq_slots, a.cq_slots, a.engine, a.events ? ",\"events\":true" : "");
 	struct mr_reply r;
 	int fds[3], nfds = 0;
 	int err = mr_request(ctx, body, NULL, 0, &r, fds, 3, &nfds);
@@ -111,6 +118,8 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	memcpy(q->local, r.local, sizeof q->local);
 	q->max_payload = r.max_payload > (1 << 20) ? 0 : (int)r.max_payload;
 	q->spin_us = a.spin_us == 0 ? defaultSpinUs : a.spin_us;
+	q->events = a.events != 0;
+	q->state = MR_QP_IDLE;
 	if ((err = mr_ring_attach(q->sq_fd, MR_WR_SIZE, &q->sq, why, sizeof why)) != MR_OK) {
 		mr_seterr(ctx, "send queue: %s", why);
 		goto fail;
@@ -149,16 +158,55 @@ uint32_t mr_qp_sq_slots(const struct mr_qp *q) { return q->sq.slots; }
 uint32_t mr_qp_cq_slots(const struct mr_qp *q) { return q->cq.slots; }
 int mr_qp_fd(const struct mr_qp *q) { return q->bell; }
 
+/* reject_reason maps a rejection's name onto enum mr_reject_reason. */
+static int reject_reason(const char *name)
+{
+	static const char *names[] = {"", "no_service", "limit", "params", "application"};
+	for (int i = 1; i < (int)(sizeof names / sizeof names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return i;
+	return MR_REJECT_OTHER;
+}
+
+int mr_connect_ex(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t token, int timeout_ms,
+		  const void *priv, size_t priv_len, struct mr_private *accept_priv, struct mr_rejection *rej)
+{
+	if (rej)
+		memset(rej, 0, sizeof *rej);
+	if (accept_priv)
+		memset(accept_priv, 0, sizeof *accept_priv);
+	char hex[2 * MR_MAX_PRIVATE + 16];
+	if (!peer || !valid_addr(peer, 64) || (priv_len && !priv) || mr_private_hex(priv, priv_len, hex, sizeof hex) < 0)
+		return MR_ERR_INVAL;
+	char body[400];
+	snprintf(body, sizeof body,
+		 "\"op\":\"connect\",\"qpn\":%u,\"peer\":\"%s\",\"remote_qpn\":%u,\"token\":%llu,\"timeout_ms\":%d%s}",
+		 q->num, peer, remote, (unsigned long long)token, timeout_ms > 0 ? timeout_ms : 0, hex);
+	struct mr_reply r;
+	q->state = MR_QP_CONNECTING;
+	int err = mr_request(q->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	if (err == MR_ERR_CONNECT) {
+		q->state = MR_QP_CLOSED;
+		if (rej && r.has_rejection) {
+			rej->reason = reject_reason(r.rej_reason);
+			memcpy(rej->reason_name, r.rej_reason, sizeof rej->reason_name);
+			rej->reason_name[sizeof rej->reason_name - 1] = 0;
+			rej->app_reason = (uint16_t)r.rej_app_reason;
+			rej->priv = r.rej_priv;
+		}
+		return err;
+	}
+	if (err)
+		return err;
+	q->state = MR_QP_CONNECTED;
+	if (accept_priv)
+		*accept_priv = r.priv;
+	return MR_OK;
+}
+
 int mr_connect_token(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t token, int timeout_ms)
 {
-	if (!peer || !valid_addr(peer, 64))
-		return MR_ERR_INVAL;
-	char body[240];
-	snprintf(body, sizeof body,
-		 "\"op\":\"connect\",\"qpn\":%u,\"peer\":\"%s\",\"remote_qpn\":%u,\"token\":%llu,\"timeout_ms\":%d}", q->num,
-		 peer, remote, (unsigned long long)token, timeout_ms > 0 ? timeout_ms : 0);
-	struct mr_reply r;
-	return mr_request(q->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	return mr_connect_ex(q, peer, remote, token, timeout_ms, NULL, 0, NULL, NULL);
 }
 
 int mr_connect(struct mr_qp *q, const char *peer, uint32_t remote, int timeout_ms)
@@ -198,12 +246,63 @@ int mr_accept(struct mr_qp *q, int timeout_ms, char *peer, size_t peer_len)
 			}
 			if (peer && peer_len)
 				snprintf(peer, peer_len, "%s", r.peer);
+			q->state = MR_QP_CONNECTED;
 			return MR_OK;
 		}
 		if (err != MR_ERR_CONNECT)
 			return err;
 	}
 }
+
+/* status_by_name maps query_qp's reason onto a completion status. */
+static int status_by_name(const char *name)
+{
+	static const char *names[] = {"ok", "remote_access", "remote_invalid", "rnr_retry_exceeded", "retry_exceeded",
+				      "local_length", "flushed", "reset", "rejected", "local_protection", "bad_wr",
+				      "not_connected"};
+	for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int mr_query_qp(struct mr_qp *q, struct mr_qp_query *out)
+{
+	if (!out)
+		return MR_ERR_INVAL;
+	memset(out, 0, sizeof *out);
+	out->reason = -1;
+	char body[64];
+	snprintf(body, sizeof body, "\"op\":\"query_qp\",\"qpn\":%u}", q->num);
+	struct mr_reply r;
+	int err = mr_request(q->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	if (err)
+		return err;
+	static const char *states[] = {"idle", "connecting", "connected", "closed"};
+	int st = -1;
+	for (int i = 0; i < 4; i++)
+		if (strcmp(r.state, states[i]) == 0)
+			st = i;
+	if (st < 0 || (r.peer[0] && !valid_addr(r.peer, sizeof r.peer))) {
+		mr_seterr(q->ctx, "query_qp: state %.16s, peer %.40s", r.state, r.peer);
+		return MR_ERR_PROTOCOL;
+	}
+	for (const char *c = r.reason; *c; c++) {
+		if (!strchr("abcdefghijklmnopqrstuvwxyz_", *c)) {
+			mr_seterr(q->ctx, "query_qp: reason %.24s", r.reason);
+			return MR_ERR_PROTOCOL;
+		}
+	}
+	out->state = st;
+	memcpy(out->peer, r.peer, sizeof out->peer);
+	memcpy(out->reason_name, r.reason, sizeof out->reason_name);
+	out->reason_name[sizeof out->reason_name - 1] = 0;
+	if (r.reason[0])
+		out->reason = status_by_name(r.reason);
+	return MR_OK;
+}
+
+int mr_qp_state(const struct mr_qp *q) { return q->state; }
 
 int mr_destroy_qp(struct mr_qp *q)
 {
@@ -223,8 +322,16 @@ static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 {
-	if (n <= 0)
+	if (n <= 0 || !wrs)
 		return MR_ERR_INVAL;
+	/* Judge every request before any is posted: a bad one posts none. */
+	for (int i = 0; i < n; i++) {
+		const struct mr_wr *w = &wrs[i];
+		if (w->flags & ~MR_WR_UNSIGNALED)
+			return MR_ERR_INVAL;
+		if (w->inline_data && (w->length > MR_MAX_INLINE || w->op == MR_WR_READ || w->op == MR_WR_RECV))
+			return MR_ERR_INVAL;
+	}
 	if (atomic_load(&q->ctx->gone))
 		return MR_ERR_DAEMON_GONE;
 	uint32_t first;
@@ -237,11 +344,18 @@ int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 		const struct mr_wr *w = &wrs[i];
 		uint8_t s[MR_WR_SIZE] = {0};
 		s[wrOp] = w->op;
+		s[wrFlags] = w->flags;
 		put16(s + wrStream, w->stream);
-		put32(s + wrLKey, w->lkey);
 		put64(s + wrWRID, w->wr_id);
-		put64(s + wrLAddr, w->laddr);
 		put32(s + wrLength, w->length);
+		if (w->inline_data) {
+			/* lkey and local address stay 0, as the daemon requires. */
+			s[wrFlags] |= wrFlagInline;
+			memcpy(s + wrInline, w->inline_data, w->length);
+		} else {
+			put32(s + wrLKey, w->lkey);
+			put64(s + wrLAddr, w->laddr);
+		}
 		put32(s + wrRKey, w->rkey);
 		put64(s + wrRAddr, w->raddr);
 		put32(s + wrImm, w->imm);
@@ -261,6 +375,17 @@ int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 	return got;
 }
 
+/* note_event records the state an event implies. */
+static void note_event(struct mr_qp *q, uint8_t event)
+{
+	if (event == MR_EVENT_CONNECTED) {
+		q->state = MR_QP_CONNECTED;
+		return;
+	}
+	q->state = MR_QP_CLOSED;
+	q->terminal = 1;
+}
+
 int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
 {
 	if (n <= 0)
@@ -278,18 +403,35 @@ int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
 		c->op = s[cqOp];
 		c->status = s[cqStatus];
 		c->flags = s[cqFlags] & MR_WC_FLAG_IMM;
+		c->event = s[cqEvent];
 		memcpy(&c->bytes, s + cqBytes, 4);
 		memcpy(&c->imm, s + cqImm, 4);
 		memcpy(&c->stream, s + cqStream, 2);
-		if (c->op < MR_WC_WRITE || c->op > MR_WC_RECV_WRITE_IMM) {
+		/* An event only where asked for, and only the daemon's four;
+		 * a completion carries no event byte. */
+		int ok = c->op == MR_WC_EVENT
+				 ? q->events && c->event >= MR_EVENT_CONNECTED && c->event <= MR_EVENT_RETRY_EXCEEDED
+				 : c->op >= MR_WC_WRITE && c->op <= MR_WC_RECV_WRITE_IMM && c->event == 0;
+		if (!ok) {
 			mr_ring_release(&q->cq, (uint32_t)i + 1); /* the bad one is consumed */
-			mr_seterr(q->ctx, "malformed completion (op %u)", c->op);
+			mr_seterr(q->ctx, "malformed completion (op %u, event %u)", c->op, c->event);
 			return i > 0 ? i : MR_ERR_PROTOCOL;
 		}
+		if (c->op == MR_WC_EVENT)
+			note_event(q, c->event);
 	}
 	mr_ring_release(&q->cq, (uint32_t)got);
-	if (got == 0 && atomic_load(&q->ctx->gone))
+	if (got == 0 && atomic_load(&q->ctx->gone)) {
+		/* With events, the daemon's end is one more event, once, after
+		 * everything it had written. */
+		if (q->events && !q->gone_noted) {
+			q->gone_noted = 1;
+			note_event(q, MR_EVENT_DAEMON_GONE);
+			wcs[0] = (struct mr_wc){.op = MR_WC_EVENT, .event = MR_EVENT_DAEMON_GONE};
+			return 1;
+		}
 		return MR_ERR_DAEMON_GONE;
+	}
 	return got;
 }
 
@@ -325,6 +467,8 @@ int mr_wait_cq(struct mr_qp *q, struct mr_wc *wcs, int n, int timeout_ms)
 		int got = mr_poll_cq(q, wcs, n);
 		if (got != 0)
 			return got;
+		if (q->terminal)
+			return MR_ERR_CONN_CLOSED; /* nothing more can complete */
 		if (i < 8)
 			continue;
 		int64_t t = now_us();
@@ -333,10 +477,12 @@ int mr_wait_cq(struct mr_qp *q, struct mr_wc *wcs, int n, int timeout_ms)
 		if (q->spin_us >= 0 && t - start >= q->spin_us)
 			break;
 		if (i % 1024 == 0 && mr_ctx_alive(q->ctx) != MR_OK)
-			return MR_ERR_DAEMON_GONE;
+			return mr_poll_cq(q, wcs, n); /* what is left, the gone event, or MR_ERR_DAEMON_GONE */
 		sched_yield();
 	}
 	for (;;) {
+		if (q->terminal)
+			return MR_ERR_CONN_CLOSED;
 		int ready = mr_qp_arm(q);
 		if (ready != 0) {
 			mr_qp_disarm(q);
@@ -362,11 +508,11 @@ int mr_wait_cq(struct mr_qp *q, struct mr_wc *wcs, int n, int timeout_ms)
 		mr_qp_disarm(q);
 		if (r < 0 && errno != EINTR)
 			return MR_ERR_SYS;
-		if (p[1].revents && mr_ctx_alive(q->ctx) != MR_OK) {
-			int got = mr_poll_cq(q, wcs, n);
-			return got > 0 ? got : MR_ERR_DAEMON_GONE;
-		}
+		if (p[1].revents && mr_ctx_alive(q->ctx) != MR_OK)
+			return mr_poll_cq(q, wcs, n); /* never 0 once the daemon is gone */
 		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+			if (mr_ctx_alive(q->ctx) != MR_OK)
+				return mr_poll_cq(q, wcs, n);
 			int got = mr_poll_cq(q, wcs, n);
 			return got != 0 ? got : MR_ERR_DAEMON_GONE;
 		}

@@ -36,6 +36,7 @@ const char *mr_strerror(int err)
 	case MR_ERR_TIMEOUT: return "timed out";
 	case MR_ERR_INVAL: return "invalid argument";
 	case MR_ERR_SYS: return "system call failed";
+	case MR_ERR_CONN_CLOSED: return "connection closed";
 	}
 	return "unknown error";
 }
@@ -49,6 +50,18 @@ const char *mr_wc_status_str(int s)
 	if (s >= 0 && s < (int)(sizeof names / sizeof names[0]))
 		return names[s];
 	return "unknown status";
+}
+
+const char *mr_event_str(int e)
+{
+	switch (e) {
+	case MR_EVENT_CONNECTED: return "connected";
+	case MR_EVENT_PEER_CLOSED: return "peer closed";
+	case MR_EVENT_FAILED: return "failed";
+	case MR_EVENT_RETRY_EXCEEDED: return "retry exceeded";
+	case MR_EVENT_DAEMON_GONE: return "daemon gone";
+	}
+	return "unknown event";
 }
 
 void mr_seterr(struct mr_ctx *ctx, const char *fmt, ...)

@@ -27,18 +27,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
-static int fails, checks;
-
-#define CHECK(cond, ...)                                                                                      \
-	do {                                                                                                   \
-		checks++;                                                                                      \
-		if (!(cond)) {                                                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-			fprintf(stderr, __VA_ARGS__);                                                          \
-			fputc('\n', stderr);                                                                   \
-			fails++;                                                                               \
-		}                                                                                              \
-	} while (0)
+#include "check.h"
 
 /* EXPECT checks that a call returns want (a negative fi errno or 0). */
 #define EXPECT(call, want)                                                                                     \

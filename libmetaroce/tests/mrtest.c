@@ -14,6 +14,8 @@
 
 #include "metaroce.h"
 
+#include "check.h"
+
 #define MEM (1u << 20)
 #define CHUNK (64u << 10)
 #define OFF_READ_SRC (512u << 10)
@@ -22,17 +24,6 @@
 #define IMM_WRITE 0x1234abcdu
 #define IMM_SEND 77u
 
-static int fails;
-
-#define CHECK(cond, ...)                                                                                      \
-	do {                                                                                                   \
-		if (!(cond)) {                                                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-			fprintf(stderr, __VA_ARGS__);                                                          \
-			fputc('\n', stderr);                                                                   \
-			fails++;                                                                               \
-		}                                                                                              \
-	} while (0)
 
 #define MUST(call)                                                                                             \
 	do {                                                                                                   \
@@ -262,6 +253,47 @@ static int gone(const char *sock)
 	return fails ? 1 : 0;
 }
 
+/* hostile20: the cases of issue 20's replies and entries. Every refusal is
+ * MR_ERR_PROTOCOL, and the output structures hold nothing beyond their
+ * bounds (AddressSanitizer watches the writes). */
+static void hostile20(struct mr_qp *qp, const char *c)
+{
+	struct mr_private got;
+	struct mr_rejection rej;
+	int e;
+	if (strncmp(c, "private-", 8) == 0) {
+		e = mr_connect_ex(qp, "10.0.0.2", 5, 6, 1000, "hi", 2, &got, &rej);
+		CHECK(e == MR_ERR_PROTOCOL, "%s: connect: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+		CHECK(got.len == 0, "%s: %u bytes of private data taken", c, got.len);
+	} else if (strcmp(c, "request-private-long") == 0) {
+		struct mr_conn_request cr;
+		e = mr_get_request_ex(ctx, 5, 1000, &cr);
+		CHECK(e == MR_ERR_PROTOCOL, "%s: get_request: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+		CHECK(cr.priv.len == 0, "%s: %u bytes of private data taken", c, cr.priv.len);
+	} else if (strcmp(c, "rejection-good") == 0) {
+		e = mr_connect_ex(qp, "10.0.0.2", 5, 6, 1000, NULL, 0, &got, &rej);
+		CHECK(e == MR_ERR_CONNECT, "%s: connect: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+		/* The overlong reason is cut to its field and matches nothing. */
+		CHECK(rej.reason == MR_REJECT_OTHER && strlen(rej.reason_name) == sizeof rej.reason_name - 1,
+		      "%s: reason %d %s", c, rej.reason, rej.reason_name);
+		CHECK(rej.app_reason == 7 && rej.priv.len == 2 && rej.priv.data[0] == 10 && rej.priv.data[1] == 11,
+		      "%s: app_reason %u, %u bytes", c, rej.app_reason, rej.priv.len);
+	} else if (strncmp(c, "rejection-", 10) == 0) {
+		e = mr_connect_ex(qp, "10.0.0.2", 5, 6, 1000, NULL, 0, &got, &rej);
+		CHECK(e == MR_ERR_PROTOCOL, "%s: connect: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+		CHECK(rej.reason == MR_REJECT_NONE && rej.priv.len == 0, "%s: a rejection taken", c);
+	} else if (strncmp(c, "query-", 6) == 0) {
+		struct mr_qp_query a;
+		e = mr_query_qp(qp, &a);
+		CHECK(e == MR_ERR_PROTOCOL, "%s: query: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+	} else {
+		/* The queue pair asked for no events (and none of kind 9 exists). */
+		struct mr_wc wc[2];
+		e = mr_wait_cq(qp, wc, 2, 5000);
+		CHECK(e == MR_ERR_PROTOCOL, "%s: wait: %d %s", c, e, mr_strerror(e));
+	}
+}
+
 /* hostile: the fake daemon (libmetaroce_test.go) misbehaves as CASE says;
  * the library must refuse with the code named after the case and never
  * touch memory outside its mappings (the build has AddressSanitizer). */
@@ -274,7 +306,7 @@ static int hostile(const char *sock, const char *c)
 		goto out;
 	}
 	MUST(e);
-	e = mr_create_qp(ctx, NULL, &qp);
+	e = mr_create_qp(ctx, strcmp(c, "event-unknown") == 0 ? &(struct mr_qp_attr){.events = 1} : NULL, &qp);
 	if (strcmp(c, "cq-index") == 0 || strcmp(c, "sq-index") == 0 || strcmp(c, "bad-cqe") == 0) {
 		MUST(e);
 		struct mr_wc wc[4];
@@ -293,6 +325,13 @@ static int hostile(const char *sock, const char *c)
 			int n = mr_wait_cq(qp, wc, 4, 5000);
 			CHECK(n == MR_ERR_PROTOCOL, "%s: wait: %d %s", c, n, mr_strerror(n));
 		}
+		mr_destroy_qp(qp);
+		goto out;
+	}
+	if (strncmp(c, "private-", 8) == 0 || strncmp(c, "rejection-", 10) == 0 || strncmp(c, "query-", 6) == 0 ||
+	    strncmp(c, "request-", 8) == 0 || strncmp(c, "event-", 6) == 0) {
+		MUST(e);
+		hostile20(qp, c);
 		mr_destroy_qp(qp);
 		goto out;
 	}
