@@ -136,11 +136,40 @@ func providerDir(dir string) (string, error) {
 		if c == "" {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(c, "libmetaroce-fi.so")); err == nil {
+		if fi, err := os.Stat(filepath.Join(c, "libmetaroce-fi.so")); err == nil {
+			if c == "libmetaroce/build" {
+				// The checkout's own build: one older than its sources
+				// speaks an older control protocol or wire format, and
+				// fails in ways that do not say so.
+				if src := newerSource("libmetaroce", fi.ModTime()); src != "" {
+					return "", fmt.Errorf("demo: libmetaroce/build/libmetaroce-fi.so is older than %s: rebuild it with make clib", src)
+				}
+			}
 			return filepath.Abs(c)
 		}
 	}
 	return "", fmt.Errorf("demo: no libmetaroce-fi.so in %v: build it with make clib", cands)
+}
+
+// newerSource returns a C source or header under dir modified after t,
+// or "" if there is none.
+func newerSource(dir string, t time.Time) string {
+	found := ""
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || found != "" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && (d.Name() == "build" || d.Name() == "tests") {
+			return filepath.SkipDir
+		}
+		if ext := filepath.Ext(path); !d.IsDir() && (ext == ".c" || ext == ".h") {
+			if fi, err := d.Info(); err == nil && fi.ModTime().After(t) {
+				found = path
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 // libfabricRun builds a two-host star per loss rate, starts a daemon in
