@@ -100,7 +100,10 @@ func decode(r io.Reader, port uint16, fields bool) (*Summary, []*Packet, error) 
 		s.Packets++
 		if !fields {
 			p.Fields = nil
-			p.b = bytes.Clone(p.b[:min(len(p.b), wire.AckLen+wire.TrailerLen)])
+			// The summary reads headers only: keep the largest fixed
+			// header a packet can have (an ack's or a conn packet's,
+			// whose 84 bytes outgrew the ack's 80 when tokens came).
+			p.b = bytes.Clone(p.b[:min(len(p.b), max(wire.AckLen, wire.ConnLen, wire.DataLen)+wire.TrailerLen)])
 		}
 		if p.Drop != "" {
 			s.Drops[p.Drop]++

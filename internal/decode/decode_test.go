@@ -154,6 +154,16 @@ func TestRun(t *testing.T) {
 	if s.Packets != len(frames) || len(s.PacketList) != len(frames) || s.PacketList[5].Fields["metaroce.psn"] != "0x9e3779be" {
 		t.Errorf("-json: %d packets, list %d", s.Packets, len(s.PacketList))
 	}
+	// The summary alone keeps only each packet's headers: a conn
+	// packet's must still name both ends, or the two sides of a
+	// connection are reported as two half connections.
+	out.Reset()
+	if err := Run([]string{file}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "connection A=10.0.0.1/0x1c2d3e4f B=10.0.0.2/0x8a3f19c2"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary without -packets lacks %q:\n%s", want, out.String())
+	}
 	out.Reset()
 	if err := Run([]string{"-packets", file}, &out); err != nil {
 		t.Fatal(err)
