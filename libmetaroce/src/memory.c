@@ -13,6 +13,26 @@
 
 #include "internal.h"
 
+/* sized_memfd makes a sealable memfd of size bytes; -1 with errno set on
+ * failure (the descriptor closed). */
+static int sized_memfd(const char *name, size_t size)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* seal fixes a memfd's size for good, so a mapping of it never faults on
+ * a truncated page. */
+static int seal(int fd) { return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL); }
+
 int mr_mem_alloc(size_t size, struct mr_mem **out)
 {
 	*out = NULL;
@@ -21,12 +41,8 @@ int mr_mem_alloc(size_t size, struct mr_mem **out)
 	struct mr_mem *m = calloc(1, sizeof *m);
 	if (!m)
 		return MR_ERR_SYS;
-	m->fd = memfd_create("metaroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (m->fd < 0)
-		goto fail;
-	if (ftruncate(m->fd, (off_t)size) < 0)
-		goto fail;
-	if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+	m->fd = sized_memfd("metaroce-mr", size);
+	if (m->fd < 0 || seal(m->fd) < 0)
 		goto fail;
 	m->ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
 	if (m->ptr == MAP_FAILED)
@@ -90,10 +106,8 @@ int mr_mem_adopt(void *addr, size_t len, struct mr_mem **out)
 	struct mr_mem *m = calloc(1, sizeof *m);
 	if (!m)
 		return MR_ERR_SYS;
-	m->fd = memfd_create("metaroce-adopt", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	m->fd = sized_memfd("metaroce-adopt", size);
 	if (m->fd < 0)
-		goto fail;
-	if (ftruncate(m->fd, (off_t)size) < 0)
 		goto fail;
 	/* pwrite reads the pages through the kernel: an address that is not
 	 * mapped readable fails with EFAULT instead of crashing us. It is the
@@ -114,7 +128,7 @@ int mr_mem_adopt(void *addr, size_t len, struct mr_mem **out)
 		}
 		done += (size_t)n;
 	}
-	if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+	if (seal(m->fd) < 0)
 		goto fail;
 	void *p = mmap((void *)lo, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, m->fd, 0);
 	if (p == MAP_FAILED)
