@@ -73,6 +73,19 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+// settle waits until the daemon has let go of what it handed c: it closes
+// its copies of a queue pair's handed-over descriptors (the application's
+// doorbell end, the rings' memfds) just after the reply carrying them has
+// gone, so the client can hold its queue pair a moment before that. A
+// session's requests are served in order, so once a later request is
+// answered, every earlier hand-over has run.
+func settle(t *testing.T, c *client.Client) {
+	t.Helper()
+	if _, err := c.Session(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestQPDescriptors: a queue pair costs the daemon one descriptor (its
 // doorbell end) and the application one (its own end), where issue 22
 // counted four in the daemon (the rings' memfds, the doorbell end and an
@@ -84,6 +97,7 @@ func TestQPDescriptors(t *testing.T) {
 	if _, err := c.CreateQP(client.QPOptions{}); err != nil { // whatever the first one sets up once
 		t.Fatal(err)
 	}
+	settle(t, c)
 	fds0, ring0, _ := control.BudgetHeld()
 	before := openFDs(t)
 	const n = 50
@@ -95,6 +109,7 @@ func TestQPDescriptors(t *testing.T) {
 		}
 		qps[i] = q
 	}
+	settle(t, c)
 	if got := openFDs(t) - before; got != 2*n {
 		t.Fatalf("%d queue pairs opened %d descriptors in the daemon and its client, want %d (one each side)", n, got, 2*n)
 	}
