@@ -395,6 +395,30 @@ var connCases = []Case{
 				"RESET token % x, the ACCEPT announced % x", r.pkt.Conn().ResetToken(), c.accept.ResetToken[:])
 			c.Peer = 0
 		}},
+	{ID: "conn-disconnect-received-psn", Clause: "7.7", Also: []string{"7.1"}, Needs: NeedMemory,
+		Title: "a DISCONNECT's ReceivedPSN acknowledges what the target sent before it; one outside the send window acknowledges nothing; both close",
+		Run: func(t *T) {
+			// ReceivedPSN past the READ response the suite never acked:
+			// the target takes it as delivered, answers, and forgets
+			// the connection.
+			for _, far := range []bool{false, true} {
+				c := t.connect(connOpts{})
+				d := c.readStart(32)
+				rcv := d.PSN() + 1
+				if far {
+					rcv = d.PSN() + 0x40000000
+				}
+				peer := c.Peer
+				h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: peer, SrcConn: c.ID, InitialPSN: rcv,
+					Reason: wire.ReasonClosed, Timestamp: stamp()}
+				t.send(wire.AppendConn(nil, &h), sendOpts{})
+				r := t.expectConn(c.ID, wire.OpDisconnectAck)
+				t.check(r.pkt.Conn().SrcConn() == peer, "DISCONNECT_ACK SrcConn %s, want %s", hex32(r.pkt.Conn().SrcConn()), hex32(peer))
+				c.sendPkt(c.validWrite(pattern(8, 4)), tx{path: 1})
+				checkReset(t, t.expect("RESET for data on the closed connection", isResetFor(peer)), peer)
+				c.Peer = 0
+			}
+		}},
 	{ID: "conn-reset-bad-token", Clause: "7.6", Also: []string{"13"}, Title: "RESET naming the connection but carrying another reset token is ignored",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})

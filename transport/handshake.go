@@ -95,6 +95,11 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		}
 	case wire.OpDisconnect:
 		h.Reason = wire.ReasonClosed
+		// What arrived before the close (§7.7): data is dropped in
+		// Closing, so this no longer moves, and the peer completes what
+		// it sent before it as delivered even if the acks for it were
+		// lost or never sent.
+		h.InitialPSN = c.rcv.cum
 	}
 	c.ctlOwed = 0
 	h.Put(buf)
@@ -267,6 +272,9 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 	case wire.OpDisconnect:
 		c := e.byPeer[peerKey{from, p.SrcConn()}]
 		if c != nil && c.localID == p.DstConn() {
+			if c.state == StateEstablished {
+				c.snd.ackThrough(c, p.ReceivedPSN())
+			}
 			c.Err = errClosedByPeer
 			c.flush(StatusFlushed)
 			c.closed()

@@ -445,6 +445,53 @@ func TestCloseBothSides(t *testing.T) {
 	}
 }
 
+// TestDisconnectCompletesDelivered (§7.7): a message the closing end had
+// received completes as delivered at its sender although every ack for
+// it was lost, because the DISCONNECT carries what arrived
+// (ReceivedPSN); a message that never arrived is flushed. Before, both
+// were flushed: a reply SEND the peer had read came back "flushed" when
+// the peer closed right after reading it (libmetaroce's test, 1% loss).
+func TestDisconnectCompletesDelivered(t *testing.T) {
+	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
+	p.connect()
+	p.ba.SetLink(sim.LinkConfig{RateBps: sim.DefaultLink.RateBps, Delay: sim.DefaultLink.Delay,
+		Drop: func(_ sim.Time, pkt []byte) bool {
+			q, err := wire.Parse(pkt)
+			return err == nil && q.Class == wire.ClassAck
+		}})
+	p.ab.SetLink(sim.LinkConfig{RateBps: sim.DefaultLink.RateBps, Delay: sim.DefaultLink.Delay,
+		Drop: dropIf(func(_ sim.Time, d wire.Data) bool { return d.Opcode() == wire.OpWrite })})
+	if err := p.cb.PostRecv(7, make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ca.PostSend(&transport.WorkRequest{WRID: 1, Local: []byte("reply")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ca.PostWrite(&transport.WorkRequest{WRID: 2, Stream: 1, Local: pattern(64, 1), RemoteAddr: regionAddr, RKey: p.key}); err != nil {
+		t.Fatal(err)
+	}
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqB, transport.OpRecv, transport.StatusOK) == 1 })
+	if count(p.cqB, transport.OpRecv, transport.StatusOK) != 1 || len(p.cqA) != 1 {
+		t.Fatalf("B's receive did not complete alone: A %+v B %+v", p.cqA, p.cqB)
+	}
+	p.cb.Close(p.net.Now())
+	p.kick()
+	p.runUntil(time.Second, func() bool { return count(p.cqA, transport.OpClosed, transport.StatusFlushed) == 1 })
+	var send, write transport.Status = 255, 255
+	for _, c := range p.cqA {
+		switch {
+		case c.Op == transport.OpSend && c.WRID == 1:
+			send = c.Status
+		case c.Op == transport.OpWrite && c.WRID == 2:
+			write = c.Status
+		}
+	}
+	if send != transport.StatusOK || write != transport.StatusFlushed {
+		t.Fatalf("after B closed: the SEND B had received %v, the WRITE it never got %v; want ok, flushed (%+v)", send, write, p.cqA)
+	}
+}
+
 // TestMalformedCounted (§3.5): truncated, corrupted, wrong-version and
 // unknown-opcode packets on a live connection are counted by reason and
 // change nothing; a wrong version from the real peer draws NACK

@@ -265,6 +265,21 @@ func (c *Conn) ackPSN(psn wire.PSN) bool {
 	return true
 }
 
+// ackThrough acknowledges every PSN before cum, the ReceivedPSN of the
+// peer's DISCONNECT (§7.7): the peer had them all when it closed, so the
+// messages they complete are delivered, whatever became of their acks. A
+// cum outside [una, nextPSN] names nothing sent and not yet acknowledged
+// and is ignored.
+func (s *sender) ackThrough(c *Conn, cum wire.PSN) {
+	if !s.una.Before(cum) || cum.After(s.nextPSN) {
+		return
+	}
+	for s.una.Before(cum) {
+		c.ackPSN(s.una)
+		c.advanceUna()
+	}
+}
+
 func (c *Conn) advanceUna() {
 	s := &c.snd
 	for s.una != s.nextPSN {

@@ -79,6 +79,11 @@ func (c Conn) PrivateLen() int { return int(binary.BigEndian.Uint16(c[cPrivateLe
 // Private is the private data of a CONNECT, ACCEPT or REJECT (§7.1).
 func (c Conn) Private() []byte { return c[ConnLen : ConnLen+c.PrivateLen()] }
 
+// ReceivedPSN is the InitialPSN field of a DISCONNECT: the first of the
+// peer's PSNs its sender had not received when it closed; every earlier
+// one had arrived (§7.7).
+func (c Conn) ReceivedPSN() PSN { return c.InitialPSN() }
+
 func isPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
 
 // MinMaxPayload is the smallest max-payload a peer may announce (§7.2):
@@ -129,7 +134,7 @@ type ConnHeader struct {
 	Flags      uint16
 	DstConn    uint32
 	SrcConn    uint32
-	InitialPSN PSN
+	InitialPSN PSN // DISCONNECT: the sender's ReceivedPSN (§7.7)
 	Service    uint32
 	RecvWindow uint32
 	MaxPayload uint16

@@ -356,7 +356,11 @@ end
 
 local function dissect_conn(tvb, t, op)
   t:add(f.src_conn, tvb(8, 4)); add_hidden(t, f.conn, tvb(8, 4), u32(tvb, 8))
-  t:add(f.initial_psn, tvb(12, 4))
+  local ip = t:add(f.initial_psn, tvb(12, 4))
+  if op == 0x24 then
+    -- DISCONNECT: the same field carries what the closing end received (spec 7.7)
+    ip:set_text(string.format("ReceivedPSN: 0x%08x", u32(tvb, 12)))
+  end
   t:add(f.service, tvb(16, 4))
   t:add(f.recv_window, tvb(20, 4))
   t:add(f.max_payload, tvb(24, 2))

@@ -396,6 +396,8 @@ func (c *ConnSummary) add(p *Packet, byA bool, t0 time.Time) {
 			ev(fmt.Sprintf("%s, initial psn 0x%08x, window %d, paths %d", cookie, uint32(k.InitialPSN()), k.RecvWindow(), k.Paths()))
 		case wire.OpChallenge:
 			ev("cookie")
+		case wire.OpDisconnect:
+			ev(fmt.Sprintf("%s, received psn 0x%08x", connReasonName(k.Reason()), uint32(k.ReceivedPSN())))
 		default:
 			ev(connReasonName(k.Reason()))
 		}
