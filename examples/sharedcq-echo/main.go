@@ -84,6 +84,11 @@ type conn struct {
 	q       *client.QP
 	in, out int
 	echoes  uint64
+	// ready is closed once the accepting goroutine has done with the
+	// queue pair (a queue pair is used by one goroutine at a time): the
+	// serving loop waits for it before it touches one the first time.
+	ready chan struct{}
+	mine  bool
 }
 
 // stats is what a server did.
@@ -142,7 +147,7 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) (stats, 
 				acceptErr <- err
 				return
 			}
-			k := &conn{q: q, in: 2 * i * msg, out: (2*i + 1) * msg}
+			k := &conn{q: q, in: 2 * i * msg, out: (2*i + 1) * msg, ready: make(chan struct{})}
 			if err := q.PostRecv(0, mr, k.in, msg); err != nil {
 				acceptErr <- err
 				return
@@ -154,12 +159,15 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) (stats, 
 				mu.Lock()
 				delete(byQPN, q.Num)
 				mu.Unlock()
+				close(k.ready)
 				q.Destroy()
 				continue // the peer went meanwhile
 			}
 			// The server speaks first: the payload size it serves.
 			binary.LittleEndian.PutUint64(mr.Bytes()[k.out:], uint64(o.size))
-			if _, err := q.Post(client.WR{Op: client.OpSend, Local: mr, LocalOff: k.out, Length: hdr, Unsignaled: true}); err != nil {
+			_, err = q.Post(client.WR{Op: client.OpSend, Local: mr, LocalOff: k.out, Length: hdr, Unsignaled: true})
+			close(k.ready)
+			if err != nil {
 				acceptErr <- err
 				return
 			}
@@ -190,6 +198,10 @@ func serve(ctx context.Context, o opts, ready func(netip.Addr, uint32)) (stats, 
 			k := lookup(w.QPN)
 			if k == nil {
 				return st, fmt.Errorf("an entry for queue pair %d, which is not one of ours", w.QPN)
+			}
+			if !k.mine {
+				<-k.ready
+				k.mine = true
 			}
 			switch {
 			case w.Op == client.CompEvent:
