@@ -59,12 +59,13 @@ var (
 	ErrSQFull      = errors.New("metaroce: send queue full")
 	ErrOutOfRange  = errors.New("metaroce: range outside the memory region")
 	ErrDaemonError = errors.New("metaroce: daemon error")
+	ErrBusy        = errors.New("metaroce: in use")
 )
 
 var codeErr = map[proto.Code]error{
 	proto.CodeLimit: ErrLimit, proto.CodeNotFound: ErrNotFound, proto.CodeBadRegion: ErrBadRegion,
 	proto.CodeConnect: ErrConnect, proto.CodeState: ErrBadState, proto.CodeBadRequest: ErrBadRequest,
-	proto.CodeVersion: ErrVersion,
+	proto.CodeVersion: ErrVersion, proto.CodeBusy: ErrBusy,
 }
 
 // Client is one session with the daemon: a protection domain. Everything
@@ -85,6 +86,9 @@ type Client struct {
 	MaxRegionBytes int64
 	MaxQPs         int
 	SessionID      uint64
+	// MaxSGE is the most scatter-gather entries a work request may carry
+	// (WR.SGL; 0: the daemon takes none).
+	MaxSGE int
 }
 
 type reply struct {
@@ -110,6 +114,7 @@ func Dial(path string) (*Client, error) {
 		return nil, err
 	}
 	c.MaxRegions, c.MaxRegionBytes, c.MaxQPs, c.SessionID = r.MaxRegions, r.MaxRegionBytes, r.MaxQPs, r.SessionID
+	c.MaxSGE = min(r.MaxSGE, MaxSGE)
 	return c, nil
 }
 

@@ -16,6 +16,10 @@ const (
 	CompSend         = CompletionOp(proto.CQSend)
 	CompRecv         = CompletionOp(proto.CQRecv)         // a peer's SEND landed in a posted receive
 	CompRecvWriteImm = CompletionOp(proto.CQRecvWriteImm) // a peer's WRITE with immediate completed
+	// CompEvent: a connection event of queue pair QPN (Event says
+	// which, Status the reason), from a shared CQ's Poll only; a queue
+	// pair's own PollCQ moves events to its event queue.
+	CompEvent = CompletionOp(proto.CQEvent)
 )
 
 func (o CompletionOp) String() string {
@@ -30,6 +34,8 @@ func (o CompletionOp) String() string {
 		return "recv"
 	case CompRecvWriteImm:
 		return "recv-write-imm"
+	case CompEvent:
+		return "event"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -47,6 +53,11 @@ type Completion struct {
 	Imm    uint32
 	HasImm bool
 	Stream uint16
+	// QPN is the queue pair it is for: what tells apart the entries of a
+	// shared CQ (QP.Num).
+	QPN uint32
+	// Event is the connection event of a CompEvent entry (0 otherwise).
+	Event EventType
 }
 
 // Completion errors.

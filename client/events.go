@@ -144,6 +144,9 @@ func (q *QP) PollEvent() (Event, bool) {
 // WaitEvent blocks until a connection event is there or ctx ends, keeping
 // completions that arrive meanwhile for PollCQ.
 func (q *QP) WaitEvent(ctx context.Context) (Event, error) {
+	if q.shared != nil {
+		return Event{}, ErrSharedCQ // its events are its CQ's entries
+	}
 	for {
 		if e, ok := q.PollEvent(); ok {
 			return e, nil
@@ -160,6 +163,9 @@ func (q *QP) WaitEvent(ctx context.Context) (Event, error) {
 // stashRing moves what the completion queue holds into the stash (and
 // events into the event queue), without blocking.
 func (q *QP) stashRing() {
+	if q.cqc == nil {
+		return // a shared CQ's: its events are the CQ's entries
+	}
 	for len(q.stash) < cap(q.stash) {
 		n := len(q.stash)
 		got, _ := q.pollRing(q.stash[n:cap(q.stash)])
@@ -174,7 +180,7 @@ func (q *QP) stashRing() {
 // noteGone queues EventDaemonGone once the daemon has gone and the
 // completion queue holds nothing more.
 func (q *QP) noteGone() {
-	if q.goneNoted || !q.c.goneFlag.Load() {
+	if q.goneNoted || !q.c.goneFlag.Load() || q.cqc == nil {
 		return
 	}
 	if _, got, err := q.cqc.Peek(1); err == nil && got > 0 {

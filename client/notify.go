@@ -25,7 +25,13 @@ package client
 // ReqNotify once the completion queue has an entry. It belongs to the QP
 // (closed by Destroy); do not read from it or close it, and do not pass
 // it to os.NewFile (that would take ownership).
-func (q *QP) FD() int { return q.bell.FD() }
+// On a shared CQ it is the CQ's (CQ.FD).
+func (q *QP) FD() int {
+	if q.shared != nil {
+		return q.shared.FD()
+	}
+	return q.bell.FD()
+}
 
 // ReqNotify arms the notification: the next completion or event makes
 // FD readable. It reports false, without arming, when entries are there
@@ -33,6 +39,9 @@ func (q *QP) FD() int { return q.bell.FD() }
 // PollEvent set aside. Events already in the event queue do not count
 // (PollEvent takes them).
 func (q *QP) ReqNotify() (bool, error) {
+	if q.shared != nil {
+		return false, ErrSharedCQ
+	}
 	if len(q.stash) > 0 {
 		return false, nil
 	}
@@ -47,6 +56,9 @@ func (q *QP) ReqNotify() (bool, error) {
 // AckNotify clears a readable FD and disarms the notification (the
 // engine stops ringing until the next ReqNotify).
 func (q *QP) AckNotify() {
+	if q.cqc == nil {
+		return
+	}
 	q.cqc.Disarm()
 	q.bell.Clear()
 }

@@ -23,6 +23,11 @@ type QPOptions struct {
 	// before it sleeps on the doorbell (0: SpinBeforeSleep; negative:
 	// never sleep, perftest's polling mode).
 	Spin time.Duration
+	// CQ, if not nil, is the shared completion queue the queue pair
+	// completes into (cq.go) instead of one of its own (CQSlots must
+	// then be 0). The queue pair is placed on the CQ's engine; an
+	// Engine naming another is refused.
+	CQ *CQ
 }
 
 // QP is a queue pair: a send queue of work requests and a completion
@@ -34,9 +39,10 @@ type QP struct {
 	Local      netip.Addr // the engine's address (what a peer connects to)
 	MaxPayload int        // payload bytes per packet on this engine
 
-	sq, cq *ring.Ring
+	sq, cq *ring.Ring // cq nil on a shared CQ
 	sqp    *ring.Producer
 	cqc    *ring.Consumer
+	shared *CQ            // the shared CQ it completes into, if any
 	bell   *ring.Doorbell // our end: we ring the engine through it, and wait on it for completions
 	spin   time.Duration
 	gate   ring.YieldGate // whether WaitCQ yield-polls or sleeps at once
@@ -54,16 +60,21 @@ type QP struct {
 // CreateQP makes a queue pair.
 func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 	var r proto.Response
-	files, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpCreateQP}, SQSlots: o.SQSlots,
-		CQSlots: o.CQSlots, Engine: o.Engine, Events: true}, &r)
+	req := proto.Request{Header: proto.Header{Op: proto.OpCreateQP}, SQSlots: o.SQSlots,
+		CQSlots: o.CQSlots, Engine: o.Engine, Events: true}
+	want := 3
+	if o.CQ != nil {
+		req.CQ, want = o.CQ.Num, 2
+	}
+	files, err := c.do(req, &r)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll(files)
-	if len(files) != 3 {
-		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want 3", ErrDaemonError, len(files))
+	if len(files) != want {
+		return nil, fmt.Errorf("%w: create_qp: %d descriptors, want %d", ErrDaemonError, len(files), want)
 	}
-	q := &QP{c: c, Num: r.QPN, Token: r.Token, MaxPayload: r.MaxPayload, spin: o.Spin}
+	q := &QP{c: c, Num: r.QPN, Token: r.Token, MaxPayload: r.MaxPayload, spin: o.Spin, shared: o.CQ}
 	if q.spin == 0 {
 		q.spin = SpinBeforeSleep
 	}
@@ -87,6 +98,24 @@ func (q *QP) attach(files []*os.File) error {
 	if q.sq, err = ring.Attach(fd); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("metaroce: send queue: %w", err)
+	}
+	if q.shared != nil {
+		// Completions go to the shared CQ: the descriptors are the send
+		// queue and the doorbell the queue pair rings the engine with.
+		if q.sq.SlotSize() < proto.WRSize {
+			return fmt.Errorf("%w: send queue slots of %d bytes", ErrDaemonError, q.sq.SlotSize())
+		}
+		if fd, err = dup(files[1]); err != nil {
+			return err
+		}
+		if q.bell, err = ring.OpenDoorbell(fd); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("metaroce: doorbell: %w", err)
+		}
+		q.sq.CloseFD()
+		q.sqp = q.sq.Producer()
+		q.events = make([]Event, 0, maxEvents)
+		return nil
 	}
 	if fd, err = dup(files[1]); err != nil {
 		return err
@@ -238,7 +267,29 @@ type WR struct {
 	// bytes (IBV_SEND_INLINE, fi_inject): copied at Post, so the caller
 	// may reuse it at once; Local, LocalOff and Length are then unused.
 	Inline []byte
+	// SGL, if not empty, is the local side as a scatter-gather list of
+	// up to MaxSGE entries (ibv_sge, fi_writev/fi_sendv/fi_readv): a
+	// WRITE's or SEND's bytes are gathered from the entries in order, a
+	// READ's scattered into them (with local write on each region).
+	// Local, LocalOff and Length are then unused. Not on a RECV. It
+	// takes two send queue slots (docs/api.md).
+	SGL []SGE
 }
+
+// SGE is one scatter-gather entry: Length bytes at Off in MR.
+type SGE struct {
+	MR     *MR
+	Off    int
+	Length int
+}
+
+// MaxSGE is the most entries a work request's SGL may have (the daemon
+// may allow fewer: Client.MaxSGE).
+const MaxSGE = proto.MaxSGE
+
+// ErrSGL: a scatter-gather list longer than the daemon allows, on a
+// RECV, or with inline data.
+var ErrSGL = errors.New("metaroce: scatter-gather list: 1..Client.MaxSGE entries, not on RECV, not with inline data")
 
 // MaxInline is the most data a work request carries inline.
 const MaxInline = proto.MaxInline
@@ -265,57 +316,100 @@ func (q *QP) Post(wrs ...WR) (int, error) {
 	if q.c.goneFlag.Load() {
 		return 0, ErrDaemonGone
 	}
-	first, got, err := q.sqp.Reserve(uint32(len(wrs)))
+	slots := uint32(0) // a request with an SGL takes two
+	for i := range wrs {
+		slots++
+		if len(wrs[i].SGL) > 0 {
+			slots++
+		}
+	}
+	first, got, err := q.sqp.Reserve(slots)
 	if err != nil {
 		return 0, err
 	}
-	n := uint32(0)
-	for ; n < got; n++ {
+	n, used := 0, uint32(0)
+	for ; n < len(wrs); n++ {
 		w := &wrs[n]
-		if w.Inline != nil {
-			if len(w.Inline) > MaxInline || w.Op == OpRead || w.Op == OpRecv {
-				err = ErrInline
-				break
-			}
-			pw := proto.WR{Op: proto.WROp(w.Op), Flags: proto.WRInline, Stream: w.Stream, WRID: w.WRID,
-				Length: uint32(len(w.Inline)), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
-			if w.Unsignaled {
-				pw.Flags |= proto.WRUnsignaled
-			}
-			copy(pw.Inline[:], w.Inline)
-			pw.Put(q.sqp.Slot(first + n))
-			continue
+		k := uint32(1)
+		if len(w.SGL) > 0 {
+			k = 2
 		}
-		if w.Local == nil {
-			err = fmt.Errorf("%w: work request without a local region", ErrOutOfRange)
+		if used+k > got {
 			break
 		}
-		la, aerr := w.Local.addr(w.LocalOff, w.Length)
-		if aerr != nil {
-			err = aerr
+		if err = q.put(w, first+used); err != nil {
 			break
 		}
-		var flags uint8
-		if w.Unsignaled {
-			flags = proto.WRUnsignaled
-		}
-		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags, Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
-			Length: uint32(w.Length), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
-		pw.Put(q.sqp.Slot(first + n))
+		used += k
 	}
-	q.sqp.Commit(n) // Commit(0) gives an unused reservation back
-	if n > 0 {
+	q.sqp.Commit(used) // Commit(0) gives an unused reservation back
+	if used > 0 {
 		if _, nerr := q.sqp.Notify(q.bell); nerr != nil && err == nil {
 			err = nerr
 		}
 	}
 	if err != nil {
-		return int(n), err
+		return n, err
 	}
 	if n == 0 && len(wrs) > 0 {
 		return 0, ErrSQFull
 	}
-	return int(n), nil
+	return n, nil
+}
+
+// put writes w into the reserved slot i (and its continuation, i+1, for
+// an SGL).
+func (q *QP) put(w *WR, i uint32) error {
+	var flags uint8
+	if w.Unsignaled {
+		flags = proto.WRUnsignaled
+	}
+	switch {
+	case len(w.SGL) > 0:
+		if len(w.SGL) > q.c.MaxSGE || w.Op == OpRecv || w.Inline != nil {
+			return ErrSGL
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags | proto.WRSGL, Stream: w.Stream, WRID: w.WRID,
+			RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm, NSGE: uint8(len(w.SGL))}
+		total := uint64(0)
+		for j, e := range w.SGL {
+			if e.MR == nil {
+				return fmt.Errorf("%w: scatter-gather entry %d without a region", ErrOutOfRange, j)
+			}
+			a, err := e.MR.addr(e.Off, e.Length)
+			if err != nil {
+				return err
+			}
+			pw.SGL[j] = proto.SGE{Addr: a, Length: uint32(e.Length), LKey: e.MR.Key}
+			total += uint64(e.Length)
+		}
+		if total > 0xffffffff {
+			return fmt.Errorf("%w: scatter-gather list of %d bytes", ErrOutOfRange, total)
+		}
+		pw.Length = uint32(total)
+		pw.PutSGL(q.sqp.Slot(i + 1))
+		pw.Put(q.sqp.Slot(i))
+	case w.Inline != nil:
+		if len(w.Inline) > MaxInline || w.Op == OpRead || w.Op == OpRecv {
+			return ErrInline
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags | proto.WRInline, Stream: w.Stream, WRID: w.WRID,
+			Length: uint32(len(w.Inline)), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
+		copy(pw.Inline[:], w.Inline)
+		pw.Put(q.sqp.Slot(i))
+	default:
+		if w.Local == nil {
+			return fmt.Errorf("%w: work request without a local region", ErrOutOfRange)
+		}
+		la, err := w.Local.addr(w.LocalOff, w.Length)
+		if err != nil {
+			return err
+		}
+		pw := proto.WR{Op: proto.WROp(w.Op), Flags: flags, Stream: w.Stream, LKey: w.Local.Key, WRID: w.WRID, LAddr: la,
+			Length: uint32(w.Length), RKey: w.RemoteKey, RAddr: w.RemoteAddr, Imm: w.Imm}
+		pw.Put(q.sqp.Slot(i))
+	}
+	return nil
 }
 
 // PostWrite posts an RDMA WRITE of local[off:off+n] to raddr under rkey.
@@ -354,6 +448,9 @@ func (q *QP) post1(w WR) error {
 // events in the completion queue go to the event queue (PollEvent), not
 // to dst.
 func (q *QP) PollCQ(dst []Completion) (int, error) {
+	if q.shared != nil {
+		return 0, ErrSharedCQ
+	}
 	n := 0
 	if len(q.stash) > 0 {
 		n = copy(dst, q.stash)
@@ -376,6 +473,9 @@ func (q *QP) PollCQ(dst []Completion) (int, error) {
 // pollRing takes completions from the ring into dst, and events into the
 // event queue.
 func (q *QP) pollRing(dst []Completion) (int, error) {
+	if q.cqc == nil {
+		return 0, ErrSharedCQ
+	}
 	first, got, err := q.cqc.Peek(uint32(len(dst)))
 	if err != nil {
 		return 0, err
@@ -392,7 +492,7 @@ func (q *QP) pollRing(dst []Completion) (int, error) {
 			continue
 		}
 		dst[n] = Completion{WRID: c.WRID, Op: CompletionOp(c.Op), Status: Status(c.Status), Bytes: int(c.Bytes),
-			Imm: c.Imm, HasImm: c.HasImm, Stream: c.Stream}
+			Imm: c.Imm, HasImm: c.HasImm, Stream: c.Stream, QPN: c.QPN}
 		n++
 	}
 	q.cqc.Release(got)
@@ -421,6 +521,9 @@ const hotPolls = 8
 // the CPU for long (a thread that does not yield shares it: see
 // ring.YieldGate), and stops yielding as soon as one does.
 func (q *QP) WaitCQ(ctx context.Context, dst []Completion) (int, error) {
+	if q.shared != nil {
+		return 0, ErrSharedCQ
+	}
 	var start, last time.Time
 	for i := 0; ; i++ {
 		if n, err := q.PollCQ(dst); n > 0 || err != nil {

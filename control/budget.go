@@ -18,8 +18,9 @@ import (
 // The daemon's own resource budget, enforced before the kernel's, for
 // four resources:
 //
-//   - memory mappings: every region is one and every queue pair two (its
-//     rings). Past vm.max_map_count the Go runtime itself cannot map
+//   - memory mappings: every region is one, every queue pair two (its
+//     rings; one on a shared completion queue) and every shared
+//     completion queue one. Past vm.max_map_count the Go runtime itself cannot map
 //     memory and the daemon dies ("fatal error: runtime: cannot allocate
 //     memory", issue 22, at 65,445 registrations).
 //   - descriptors: a queue pair holds one for its life (the daemon's
@@ -191,14 +192,34 @@ func (b *budget) String() string {
 		b.held.maps, b.max.maps, b.held.fds, b.max.fds, b.held.ring, b.max.ring, b.held.regd, b.max.regd)
 }
 
-// qpCost is what a queue pair of sq and cq slots takes from the budget
-// while its create_qp reply is on its way; qpHandedOver is what it gives
-// back once the reply has gone (the rings' memfds and the application's
-// doorbell end: the application has its own).
-func qpCost(sq, cq int) usage {
-	perSlot := int64(unsafe.Sizeof(proto.CQE{}) + unsafe.Sizeof(wrTag{}) + unsafe.Sizeof(uint32(0)))
-	return usage{maps: 2, fds: 4,
-		ring: ring.Size(sq, proto.WRSize) + ring.Size(cq, proto.CQESize) + int64(cq)*perSlot}
+// qpCost is what a queue pair of sq slots, a completion queue of its own
+// of cq slots (0: it completes into a shared one, which create_cq paid
+// for) and tags work request tags takes from the budget while its
+// create_qp reply is on its way; qpHandedOver (sharedQPHandedOver) is
+// what it gives back once the reply has gone (the rings' memfds and the
+// application's doorbell end: the application has its own).
+func qpCost(sq, cq, tags int) usage {
+	perTag := int64(unsafe.Sizeof(wrTag{}) + unsafe.Sizeof(uint32(0)))
+	perSGL := int64(unsafe.Sizeof([proto.MaxSGE][]byte{}) + unsafe.Sizeof(uint16(0)))
+	u := usage{maps: 1, fds: 3, ring: ring.Size(sq, proto.WRSize) + int64(tags)*perTag + int64(min(tags, sglSlots))*perSGL}
+	if cq > 0 {
+		u.maps++
+		u.fds++
+		u.ring += ring.Size(cq, proto.CQESize) + int64(cq)*int64(unsafe.Sizeof(proto.CQE{}))
+	}
+	return u
 }
 
-var qpHandedOver = usage{fds: 3}
+var (
+	qpHandedOver       = usage{fds: 3}
+	sharedQPHandedOver = usage{fds: 2}
+)
+
+// cqCost is what a shared completion queue of slots takes (its ring, its
+// backlog, its doorbell's two ends and the ring's memfd until the
+// create_cq reply has gone); cqHandedOver what it gives back then.
+func cqCost(slots int) usage {
+	return usage{maps: 1, fds: 3, ring: ring.Size(slots, proto.CQESize) + int64(slots)*int64(unsafe.Sizeof(proto.CQE{}))}
+}
+
+var cqHandedOver = usage{fds: 2}

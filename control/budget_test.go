@@ -209,3 +209,61 @@ func TestRegisteredBudget(t *testing.T) {
 	_, _, regd := control.BudgetHeld()
 	t.Fatalf("registered bytes held %d after the second session closed, want %d", regd-regd0, 768<<10)
 }
+
+// TestSharedCQDescriptors: a shared CQ and the queue pairs on it hold
+// what the budget says: one descriptor each in the daemon once their
+// replies have gone (a queue pair on a shared CQ has no CQ ring of its
+// own: fewer ring bytes than one with its own), and everything comes
+// back when they are destroyed; a CQ in use is not destroyed.
+func TestSharedCQDescriptors(t *testing.T) {
+	ha, _ := newHosts(t, 0, config.Limits{})
+	c := apptest.Dial(t, ha.Sock)
+	if _, err := c.CreateQP(client.QPOptions{}); err != nil { // whatever the first one sets up once
+		t.Fatal(err)
+	}
+	settle(t, c)
+	fds0, ring0, _ := control.BudgetHeld()
+	before := openFDs(t)
+	cq, err := c.CreateCQ(client.CQOptions{Slots: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	qps := make([]*client.QP, n)
+	for i := range qps {
+		if qps[i], err = c.CreateQP(client.QPOptions{SQSlots: 64, CQ: cq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, c)
+	// The daemon: one per queue pair and one for the CQ; the client: one
+	// per queue pair, two for the CQ (its doorbell end, and the netpoller's
+	// duplicate of it).
+	if got, want := openFDs(t)-before, 2*n+3; got != want {
+		t.Fatalf("a shared CQ and %d queue pairs on it opened %d descriptors in the daemon and its client, want %d", n, got, want)
+	}
+	fds, ring, _ := control.BudgetHeld()
+	if fds-fds0 != n+1 {
+		t.Errorf("the budget counts %d descriptors for a CQ and %d queue pairs, want %d", fds-fds0, n, n+1)
+	}
+	if ring-ring0 < 1024*32+n*64*64 {
+		t.Errorf("the budget counts %d ring bytes for a 1024-slot CQ and %d queue pairs of 64 slots", ring-ring0, n)
+	}
+	if err := cq.Destroy(); !errors.Is(err, client.ErrBusy) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("destroying a CQ in use: %v", err)
+	}
+	for _, q := range qps {
+		if err := q.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFDs(t) - before; got != 0 {
+		t.Errorf("%d descriptors left after the CQ and its queue pairs were destroyed", got)
+	}
+	if fds, ring, _ := control.BudgetHeld(); fds != fds0 || ring != ring0 {
+		t.Errorf("budget after destroy: %d descriptors, %d ring bytes; want %d, %d", fds, ring, fds0, ring0)
+	}
+}

@@ -48,6 +48,18 @@
 // touch another's doorbell, or make the engine block on its own; see
 // ring's package doc).
 //
+// A queue pair completes into its own completion queue or into a shared
+// one (create_cq, cq.go), which many of the session's queue pairs
+// complete into, each entry carrying its queue pair's number. A shared
+// CQ belongs to one engine, its only producer, and its queue pairs are
+// placed on that engine, so the hot path still takes no lock and makes no
+// syscall per completion; its room is shared (the engine takes a request
+// only while the CQ can hold every completion its queue pairs owe).
+// A work request's local side may be a scatter-gather list (a
+// continuation slot after the request's own): each entry is resolved
+// like a single buffer, and the transport gathers from (or scatters into)
+// the slices, so a list costs no extra copy.
+//
 // A queue pair's number is the transport service its peer connects to:
 // Connect makes the transport connection to (peer, remote QPN); a queue
 // pair that has not connected accepts the first connection made to its

@@ -183,7 +183,7 @@ func (d *EngineDriver) dropHot(i int) {
 // cool lets q go cold if its send queue is empty: armed, so the
 // application's next post rings. It reports whether q went cold.
 func (d *EngineDriver) cool(q *qp) bool {
-	if len(q.pending) > 0 || q.cqDirty {
+	if len(q.cq.pending) > 0 || q.cq.dirty {
 		return false
 	}
 	if ready, err := q.sqc.Arm(); ready && err == nil {
@@ -279,24 +279,36 @@ func (d *EngineDriver) Step(e *dataplane.Engine, now transport.Time) bool {
 }
 
 // takeWRs hands up to a batch of q's work requests to f (ok false: the
-// slot did not parse), as many as the completion queue has room to
+// request did not parse), as many as the completion queue has room to
 // answer. f reports whether it took the request; the first it leaves
-// stops the batch and stays in the queue. It reports whether any was
-// taken.
+// stops the batch and stays in the queue. A request with a
+// scatter-gather list is its slot and the next (proto.WRSGL), handed over
+// together; one whose continuation is not published yet waits. It
+// reports whether any was taken.
 func takeWRs(q *qp, f func(w proto.WR, ok bool) bool) bool {
 	n := min(wrBatch, q.budget())
 	if n == 0 {
 		return false
 	}
-	first, got, err := q.sqc.Peek(uint32(n))
+	first, got, err := q.sqc.Peek(uint32(2 * n)) // room for every request's continuation
 	if err != nil || got == 0 {
 		return false
 	}
 	used := uint32(0)
-	for ; used < got; used++ {
-		if !f(proto.ParseWR(q.sqc.Slot(first + used))) {
+	for taken := 0; used < got && taken < n; taken++ {
+		w, ok := proto.ParseWR(q.sqc.Slot(first + used))
+		k := uint32(1)
+		if w.Flags&proto.WRSGL != 0 {
+			k = 2
+			if used+1 >= got {
+				break
+			}
+			ok = ok && proto.ParseSGL(&w, q.sqc.Slot(first+used+1))
+		}
+		if !f(w, ok) { // by value: a pointer through f would escape (an allocation per request)
 			break
 		}
+		used += k
 	}
 	q.sqc.Release(used)
 	return used > 0
@@ -307,49 +319,84 @@ func (d *EngineDriver) drain(q *qp) bool {
 	return takeWRs(q, func(w proto.WR, ok bool) bool {
 		if !ok {
 			d.stats.BadWRs++
-			q.outstanding++
-			d.fail(q, w, proto.StatusBadWR)
+			q.owe(1)
+			d.fail(q, &w, proto.StatusBadWR)
 			return true
 		}
-		return d.post(q, w) // false: the transport's queue is full, retry from this one
+		return d.post(q, &w) // false: the transport's queue is full, retry from this one
 	})
 }
 
 // post hands one work request to the transport. It reports false when
 // the transport cannot take it now (the request stays in the SQ).
-func (d *EngineDriver) post(q *qp, w proto.WR) bool {
+func (d *EngineDriver) post(q *qp, w *proto.WR) bool {
 	if w.Flags&proto.WRInline != 0 {
 		return d.postInline(q, w)
 	}
-	r, ok := q.mem.Lookup(w.LKey)
 	var want transport.Access
 	if w.Op == proto.WRRead || w.Op == proto.WRRecv {
 		want = transport.AccessLocalWrite // the transport writes into it
 	}
+	if w.Flags&proto.WRSGL != 0 {
+		return d.postSGL(q, w, want)
+	}
+	r, ok := q.mem.Lookup(w.LKey)
 	var buf []byte
 	if ok {
 		buf, ok = localSlice(r, w.LAddr, w.Length, want)
 	}
 	if !ok {
 		d.stats.LocalErrors++
-		q.outstanding++
+		q.owe(1)
 		d.fail(q, w, proto.StatusLocalProtection)
 		return true
 	}
-	return d.postBuf(q, w, buf, -1)
+	return d.postBuf(q, w, buf, -1, nil)
+}
+
+// postSGL posts a request whose local side is a scatter-gather list:
+// every entry is resolved like a single buffer (its lkey in the session,
+// its range in the region, the right for a READ), and any that is not
+// fails the request with local_protection. The slices wait in the
+// queue pair's gather-list pool until the completion.
+func (d *EngineDriver) postSGL(q *qp, w *proto.WR, want transport.Access) bool {
+	var segs [proto.MaxSGE][]byte
+	for i := range int(w.NSGE) {
+		e := &w.SGL[i]
+		r, ok := q.mem.Lookup(e.LKey)
+		if ok {
+			segs[i], ok = localSlice(r, e.Addr, e.Length, want)
+		}
+		if !ok {
+			d.stats.LocalErrors++
+			q.owe(1)
+			d.fail(q, w, proto.StatusLocalProtection)
+			return true
+		}
+	}
+	return d.postBuf(q, w, nil, -1, &segs)
 }
 
 // postInline posts a request whose data came in its slot: the data moves
 // into the request's tag entry, which lives until its completion.
-func (d *EngineDriver) postInline(q *qp, w proto.WR) bool {
-	return d.postBuf(q, w, nil, int(w.Length))
+func (d *EngineDriver) postInline(q *qp, w *proto.WR) bool {
+	return d.postBuf(q, w, nil, int(w.Length), nil)
 }
 
 // postBuf hands w to the transport with buf as its local bytes, or, for
-// inline >= 0, that many bytes of its inline data.
-func (d *EngineDriver) postBuf(q *qp, w proto.WR, buf []byte, inline int) bool {
+// inline >= 0, that many bytes of its inline data, or with segs (not
+// nil) its gather list.
+func (d *EngineDriver) postBuf(q *qp, w *proto.WR, buf []byte, inline int, segs *[proto.MaxSGE][]byte) bool {
+	var sgl uint16
+	if segs != nil {
+		var ok bool
+		if sgl, ok = q.takeSGL(segs); !ok {
+			return false // every list is in flight: wait in the send queue for a completion
+		}
+	}
 	tag, ok := q.tag(w.WRID, w.Flags&proto.WRUnsignaled != 0 && w.Op != proto.WRRecv)
 	if !ok {
+		q.putSGL(sgl)
 		return false
 	}
 	if inline >= 0 {
@@ -359,6 +406,10 @@ func (d *EngineDriver) postBuf(q *qp, w proto.WR, buf []byte, inline int) bool {
 	}
 	wr := transport.WorkRequest{WRID: tag, Stream: w.Stream, Local: buf, RemoteAddr: w.RAddr, RKey: w.RKey,
 		Imm: w.Imm, HasImm: w.Op == proto.WRWriteImm || w.Op == proto.WRSendImm}
+	if sgl != 0 {
+		q.tags[tag].sgl = sgl
+		wr.SGL = q.sgls[sgl-1][:w.NSGE]
+	}
 	var err error
 	switch w.Op {
 	case proto.WRWrite, proto.WRWriteImm:
@@ -376,24 +427,24 @@ func (d *EngineDriver) postBuf(q *qp, w proto.WR, buf []byte, inline int) bool {
 	switch err {
 	case nil:
 		d.stats.WRs++
-		q.outstanding++
+		q.owe(1)
 		return true
 	case transport.ErrQueueFull, transport.ErrRecvQueueFull:
 		return false
 	case transport.ErrBadStream, transport.ErrTooLarge:
 		d.stats.BadWRs++
-		q.outstanding++
+		q.owe(1)
 		d.fail(q, w, proto.StatusBadWR)
 		return true
 	}
-	q.outstanding++
+	q.owe(1)
 	d.fail(q, w, proto.StatusNotConnected)
 	return true
 }
 
 // fail completes w at once with st (the request was taken: outstanding
 // was counted, and the completion settles it).
-func (d *EngineDriver) fail(q *qp, w proto.WR, st proto.CQStatus) {
+func (d *EngineDriver) fail(q *qp, w *proto.WR, st proto.CQStatus) {
 	op := proto.CQWrite
 	switch w.Op {
 	case proto.WRRead:
@@ -403,7 +454,7 @@ func (d *EngineDriver) fail(q *qp, w proto.WR, st proto.CQStatus) {
 	case proto.WRRecv:
 		op = proto.CQRecv
 	}
-	q.outstanding--
+	q.owe(-1)
 	q.complete(proto.CQE{WRID: w.WRID, Op: op, Status: st, Stream: w.Stream})
 }
 
@@ -411,8 +462,8 @@ func (d *EngineDriver) fail(q *qp, w proto.WR, st proto.CQStatus) {
 // closed with StatusNotConnected, so nothing it posts goes unanswered.
 func (d *EngineDriver) failAll(q *qp) bool {
 	return takeWRs(q, func(w proto.WR, _ bool) bool {
-		q.outstanding++
-		d.fail(q, w, proto.StatusNotConnected)
+		q.owe(1)
+		d.fail(q, &w, proto.StatusNotConnected)
 		return true
 	})
 }
@@ -489,7 +540,7 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 	}
 	wrid := c.WRID
 	if op != proto.CQRecvWriteImm {
-		q.outstanding--
+		q.owe(-1)
 		t, ok := q.settle(c.WRID)
 		if !ok {
 			return
@@ -500,10 +551,8 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 		}
 	}
 	d.stats.Completions++
-	before := q.overflow
-	q.complete(proto.CQE{WRID: wrid, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
-		Bytes: uint32(c.Bytes), Imm: c.Imm, Stream: c.Stream})
-	if q.overflow != before {
+	if !q.complete(proto.CQE{WRID: wrid, Op: op, Status: statusOf(c.Status), HasImm: c.HasImm,
+		Bytes: uint32(c.Bytes), Imm: c.Imm, Stream: c.Stream}) {
 		d.stats.CQOverflows++
 	}
 }
@@ -543,7 +592,7 @@ func (d *EngineDriver) PrepareSleep() bool {
 		if ready, _ := q.sqc.Arm(); ready {
 			ok = false
 		}
-		if len(q.pending) > 0 {
+		if len(q.cq.pending) > 0 {
 			ok = false
 		}
 	}

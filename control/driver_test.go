@@ -24,7 +24,7 @@ func TestStepVisitsActiveOnly(t *testing.T) {
 	ss := &session{}
 	qps := make([]*qp, n)
 	for i := range qps {
-		q, err := newQP(uint32(i+1), ss, 8, 8)
+		q, err := newQP(uint32(i+1), ss, 8, 8, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestStepVisitsActiveOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	appCQ, err := ring.Attach(dupFD(t, q.cq.FD()))
+	appCQ, err := ring.Attach(dupFD(t, q.cq.ring.FD()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,9 +34,12 @@ type qp struct {
 	session *session
 	mem     *transport.MemoryTable // the session's table on this engine
 
-	sq, cq *ring.Ring
-	sqc    *ring.Consumer
-	cqp    *ring.Producer
+	sq  *ring.Ring
+	sqc *ring.Consumer
+	// cq is what it completes into: its own (ownCQ), made and freed with
+	// it, or a shared one (cq.go).
+	cq    *cq
+	ownCQ bool
 	// bell is the daemon's end of the queue pair's doorbell: the engine
 	// rings the application through it (completions) and polls it (in
 	// its driver's epoll set) for the application's rings (posts). The
@@ -60,29 +63,40 @@ type qp struct {
 	conn        *transport.Conn
 	peer        netip.Addr
 	waiter      chan error // connect or accept waiting for the connection (cap 1)
-	outstanding int        // requests taken from the SQ whose completion is owed
-	// pending holds completions the CQ had no room for (a peer's
-	// WRITE_IMMs are not bounded by what the application posted);
-	// overflow counts those even pending could not hold.
-	pending  []proto.CQE
-	overflow uint64
-	cqDirty  bool // completions committed since the last Notify
+	outstanding int        // requests taken from the SQ whose completion is owed (also counted in cq.outstanding)
 	// events: the application asked for connection events in its CQ
 	// (create_qp's events); reason is why the connection closed.
 	events bool
 	reason proto.CQStatus
 	// tags: the transport carries a request's index in tags as its WRID
 	// (tag.go), so a completion finds the application's wr_id and flags;
-	// free stacks the unused indices. Both are sized once, to the CQ:
-	// outstanding never exceeds it.
-	tags []wrTag
-	free []uint32
+	// free stacks the unused indices. Both are sized once: to its own
+	// CQ, or to its send queue on a shared CQ; outstanding never exceeds
+	// it. sgls holds the gather lists of its requests that have one,
+	// sglFree the unused ones (tag.go).
+	tags    []wrTag
+	free    []uint32
+	sgls    [][proto.MaxSGE][]byte
+	sglFree []uint16
 }
 
+// sglSlots is how many requests with a scatter-gather list a queue pair
+// may have outstanding: their lists live in the daemon until completion
+// (about 100 bytes each), so they get a pool of their own rather than a
+// list per completion slot. A request finding the pool empty waits in the
+// send queue for a completion to free one.
+const sglSlots = 64
+
 // newQP makes a queue pair's rings and doorbell, charged to s's share of
-// the daemon's budget (qpCost).
-func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
-	cost := qpCost(sqSlots, cqSlots)
+// the daemon's budget (qpCost): with shared nil, a completion queue of
+// cqSlots of its own; else it completes into shared, and has at most
+// sqSlots requests outstanding.
+func newQP(qpn uint32, s *session, sqSlots, cqSlots int, shared *cq) (q *qp, err error) {
+	tags := cqSlots
+	if shared != nil {
+		cqSlots, tags = 0, sqSlots
+	}
+	cost := qpCost(sqSlots, cqSlots, tags)
 	if err := resources.take(&s.use, cost); err != nil {
 		return nil, err
 	}
@@ -95,20 +109,23 @@ func newQP(qpn uint32, s *session, sqSlots, cqSlots int) (q *qp, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cq, err := ring.Create(cqSlots, proto.CQESize)
-	if err != nil {
-		sq.Close()
-		return nil, err
-	}
 	bell, appBell, err := ring.NewDoorbellPair()
 	if err != nil {
 		sq.Close()
-		cq.Close()
 		return nil, err
 	}
-	q = &qp{qpn: qpn, session: s, sq: sq, cq: cq, sqc: sq.Consumer(), cqp: cq.Producer(), bell: bell, appBell: appBell,
-		pending: make([]proto.CQE, 0, cqSlots), cost: cost, slot: -1}
-	q.initTags(cqSlots)
+	c := shared
+	if c == nil {
+		if c, err = newCQ(cqSlots, bell); err != nil {
+			sq.Close()
+			bell.Close()
+			appBell.Close()
+			return nil, err
+		}
+	}
+	q = &qp{qpn: qpn, session: s, sq: sq, sqc: sq.Consumer(), cq: c, ownCQ: shared == nil, bell: bell, appBell: appBell,
+		cost: cost, slot: -1}
+	q.initTags(tags)
 	return q, nil
 }
 
@@ -126,40 +143,44 @@ func (q *qp) handOver() {
 	q.appBell.Close()
 	q.appBell = nil
 	q.sq.CloseFD()
-	q.cq.CloseFD()
-	resources.give(&q.session.use, qpHandedOver)
-	q.cost.add(qpHandedOver, -1)
+	handed := qpHandedOver
+	if q.ownCQ {
+		q.cq.ring.CloseFD()
+	} else {
+		handed = sharedQPHandedOver
+	}
+	resources.give(&q.session.use, handed)
+	q.cost.add(handed, -1)
 }
 
 // close frees the rings and the doorbell (the application's mappings
-// stay valid until it unmaps them: memfd pages live while mapped).
+// stay valid until it unmaps them: memfd pages live while mapped). A
+// shared CQ stays: destroy_cq frees it.
 func (q *qp) close() {
 	q.handOver()
 	q.sq.Close()
-	q.cq.Close()
+	if q.ownCQ {
+		q.cq.ring.Close()
+	}
 	q.bell.Close()
 	resources.give(&q.session.use, q.cost)
 }
 
+// owe counts n requests taken (n > 0) or settled (n < 0).
+func (q *qp) owe(n int) {
+	q.outstanding += n
+	q.cq.outstanding += n
+}
+
 // complete queues one completion for the application, and makes the
-// queue pair hot, so the next Step delivers it.
-func (q *qp) complete(c proto.CQE) {
+// queue pair hot, so the next Step delivers it. It reports false when
+// the entry overflowed the CQ's backlog and was dropped (counted).
+func (q *qp) complete(c proto.CQE) bool {
 	if q.d != nil {
 		q.d.wake(q)
 	}
-	if len(q.pending) == 0 {
-		if first, got, err := q.cqp.Reserve(1); err == nil && got == 1 {
-			c.Put(q.cqp.Slot(first))
-			q.cqp.Commit(1)
-			q.cqDirty = true
-			return
-		}
-	}
-	if len(q.pending) == cap(q.pending) {
-		q.overflow++
-		return
-	}
-	q.pending = append(q.pending, c)
+	c.QPN = q.qpn
+	return q.cq.put(c)
 }
 
 // event reports a connection event to the application, in order with
@@ -202,31 +223,14 @@ func (q *qp) stateName() string {
 
 // flushCQ moves pending completions into the CQ and wakes the
 // application if it sleeps. It reports whether it moved any.
-func (q *qp) flushCQ() bool {
-	moved := false
-	if len(q.pending) > 0 {
-		first, got, err := q.cqp.Reserve(uint32(len(q.pending)))
-		if err == nil && got > 0 {
-			for i := range got {
-				q.pending[i].Put(q.cqp.Slot(first + i))
-			}
-			q.cqp.Commit(got)
-			n := copy(q.pending, q.pending[got:])
-			q.pending = q.pending[:n]
-			q.cqDirty, moved = true, true
-		}
-	}
-	if q.cqDirty {
-		q.cqDirty = false
-		q.cqp.Notify(q.bell) // never blocks; an error means the application is gone, and the session reaps it
-	}
-	return moved
-}
+func (q *qp) flushCQ() bool { return q.cq.flush() }
 
 // budget is how many more requests the QP may take from its SQ: every
-// one taken is owed a completion, and the CQ must have room for all.
+// one taken is owed a completion, and the CQ must have room for all,
+// and a tag for each (on a shared CQ, the tags bound one queue pair's
+// share).
 func (q *qp) budget() int {
-	return max(0, q.cq.Slots()-q.outstanding-len(q.pending))
+	return min(len(q.free), q.cq.room())
 }
 
 var errNotConnected = errors.New("queue pair not connected")

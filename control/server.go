@@ -56,6 +56,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[uint64]*session
 	nextID   uint64
+	nextCQ   uint32 // the last shared completion queue's number: numbers are daemon-wide, never reused while the daemon runs
 	qpns     map[uint32]bool
 	wg       sync.WaitGroup
 }
@@ -253,6 +254,11 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		l := s.limits.Load()
 		resp.MaxRegions, resp.MaxRegionBytes, resp.MaxQPs = l.MaxRegionsPerSession, l.MaxRegionBytesPerSession, l.MaxQPsPerSession
 		resp.SessionID = ss.id
+		resp.MaxSGE = proto.MaxSGE
+	case proto.OpCreateCQ:
+		fds, sent, err = s.createCQ(ctx, ss, &req, &resp)
+	case proto.OpDestroyCQ:
+		err = s.destroyCQ(ss, req.CQ)
 	case proto.OpRegister:
 		err = s.register(ctx, ss, &req, files, &resp)
 	case proto.OpDeregMR:
@@ -313,6 +319,7 @@ type session struct {
 	bytes   int64
 	qps     map[uint32]*qp
 	engine  map[uint32]*Engine // queue pair -> its engine
+	cqs     map[uint32]*cq     // shared completion queues (cq.go)
 	// listeners by service (listener.go)
 	listeners map[uint32]*listener
 	// conns holds every connection its queue pairs made, by engine;
@@ -332,7 +339,7 @@ func (s *Server) open(cred proto.Cred) (*session, error) {
 	}
 	s.nextID++
 	ss := &session{id: s.nextID, cred: cred, regions: map[uint32]*region{}, qps: map[uint32]*qp{},
-		engine: map[uint32]*Engine{}, conns: map[*Engine][]*transport.Conn{}, listeners: map[uint32]*listener{}}
+		engine: map[uint32]*Engine{}, cqs: map[uint32]*cq{}, conns: map[*Engine][]*transport.Conn{}, listeners: map[uint32]*listener{}}
 	s.sessions[ss.id] = ss
 	return ss, nil
 }
@@ -450,12 +457,27 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		return nil, nil, err
 	}
 	e := s.engines[req.Engine]
+	var shared *cq
+	if req.CQ != 0 {
+		// A shared CQ's producer is its engine: the queue pair goes there.
+		if shared = ss.cqs[req.CQ]; shared == nil {
+			return nil, nil, proto.Errorf(proto.CodeNotFound, "no completion queue %d in this session", req.CQ)
+		}
+		if req.Engine != 0 && s.engines[req.Engine] != shared.engine {
+			return nil, nil, proto.Errorf(proto.CodeBadRequest, "engine %d: completion queue %d is on engine %d, and its queue pairs must be",
+				req.Engine, req.CQ, shared.engine.engine)
+		}
+		if req.CQSlots != 0 {
+			return nil, nil, proto.Errorf(proto.CodeBadRequest, "cq_slots with a shared completion queue: its size is create_cq's")
+		}
+		e = shared.engine
+	}
 	token, err := newToken()
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	qpn := s.newQPN(e)
-	q, err := newQP(qpn, ss, sqn, cqn)
+	q, err := newQP(qpn, ss, sqn, cqn, shared)
 	if err != nil {
 		s.freeQPN(qpn)
 		var pe *proto.Error
@@ -491,7 +513,64 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 	ss.engine[qpn] = e
 	s.mu.Unlock()
 	resp.QPN, resp.Local, resp.MaxPayload, resp.Token = qpn, e.Local.String(), maxPayload, token
-	return []int{q.sq.FD(), q.cq.FD(), q.appBell.FD()}, q.handOver, nil
+	if shared != nil {
+		shared.users++
+		resp.CQ = shared.id
+		return []int{q.sq.FD(), q.appBell.FD()}, q.handOver, nil
+	}
+	return []int{q.sq.FD(), q.cq.ring.FD(), q.appBell.FD()}, q.handOver, nil
+}
+
+// createCQ makes a shared completion queue on an engine and returns the
+// descriptors for the reply (its ring, the application's end of its
+// doorbell) and what to run once the reply has gone. Its number is
+// daemon-wide, so a session naming another's finds nothing.
+func (s *Server) createCQ(ctx context.Context, ss *session, req *proto.Request, resp *proto.Response) ([]int, func(), error) {
+	if l := s.limits.Load(); l.MaxQPsPerSession > 0 && len(ss.cqs) >= l.MaxQPsPerSession {
+		return nil, nil, proto.Errorf(proto.CodeLimit, "%d completion queues, the session limit (max_qps_per_session bounds them too)", len(ss.cqs))
+	}
+	if req.Engine < 0 || req.Engine >= len(s.engines) {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "engine %d: the daemon has %d", req.Engine, len(s.engines))
+	}
+	slots, err := slotsOr(req.CQSlots, DefaultCQSlots)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	s.nextCQ++
+	id := s.nextCQ
+	s.mu.Unlock()
+	c, err := newSharedCQ(id, ss, s.engines[req.Engine], slots)
+	if err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			return nil, nil, err
+		}
+		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
+	}
+	s.mu.Lock()
+	ss.cqs[id] = c
+	s.mu.Unlock()
+	resp.CQ, resp.Local = id, s.engines[req.Engine].Local.String()
+	return []int{c.ring.FD(), c.appBell.FD()}, c.handOver, nil
+}
+
+// destroyCQ frees a shared completion queue, refusing while a queue pair
+// still completes into it (destroy those first, as verbs refuses
+// ibv_destroy_cq with EBUSY).
+func (s *Server) destroyCQ(ss *session, id uint32) error {
+	c := ss.cqs[id]
+	if c == nil {
+		return proto.Errorf(proto.CodeNotFound, "no completion queue %d in this session", id)
+	}
+	if c.users > 0 {
+		return proto.Errorf(proto.CodeBusy, "completion queue %d is in use by %d queue pairs: destroy them first", id, c.users)
+	}
+	c.close()
+	s.mu.Lock()
+	delete(ss.cqs, id)
+	s.mu.Unlock()
+	return nil
 }
 
 // newToken draws a service token (spec §7.3): 64 bits from crypto/rand,
@@ -725,6 +804,9 @@ func (s *Server) destroyQP(ctx context.Context, ss *session, qpn uint32) error {
 		return err
 	}
 	q.close()
+	if !q.ownCQ {
+		q.cq.users--
+	}
 	s.mu.Lock()
 	delete(ss.qps, qpn)
 	delete(ss.engine, qpn)
@@ -749,6 +831,9 @@ func (d *EngineDriver) detach(now transport.Time, q *qp) {
 	if d.byQPN[q.qpn] == q {
 		delete(d.byQPN, q.qpn)
 	}
+	// Its completions are dropped from here on: what it owed no longer
+	// holds room in a CQ it shares.
+	q.owe(-q.outstanding)
 	d.remove(q)
 }
 
@@ -798,6 +883,9 @@ func (s *Server) reclaim(ss *session) {
 	}
 	for _, q := range ss.qps {
 		q.close()
+	}
+	for _, c := range ss.cqs {
+		c.close()
 	}
 	for _, r := range ss.regions {
 		s.keys.put(r.key)

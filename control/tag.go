@@ -16,6 +16,10 @@ type wrTag struct {
 	// inline holds an inline request's data while the transport may
 	// still read it (until its completion: retransmissions).
 	inline [proto.MaxInline]byte
+	// sgl is 1 + the index in the queue pair's sgls of the request's
+	// gather list, which the transport reads until its completion; 0:
+	// none.
+	sgl uint16
 }
 
 func (q *qp) initTags(n int) {
@@ -24,6 +28,33 @@ func (q *qp) initTags(n int) {
 	for i := range q.free {
 		q.free[i] = uint32(n - 1 - i)
 	}
+	m := min(n, sglSlots)
+	q.sgls = make([][proto.MaxSGE][]byte, m)
+	q.sglFree = make([]uint16, m)
+	for i := range q.sglFree {
+		q.sglFree[i] = uint16(m - 1 - i)
+	}
+}
+
+// takeSGL takes a gather list from the pool and fills it with segs; ok
+// false when the pool is empty.
+func (q *qp) takeSGL(segs *[proto.MaxSGE][]byte) (uint16, bool) {
+	if len(q.sglFree) == 0 {
+		return 0, false
+	}
+	i := q.sglFree[len(q.sglFree)-1]
+	q.sglFree = q.sglFree[:len(q.sglFree)-1]
+	q.sgls[i] = *segs
+	return i + 1, true
+}
+
+// putSGL gives a gather list (tag's sgl) back to the pool.
+func (q *qp) putSGL(ref uint16) {
+	if ref == 0 {
+		return
+	}
+	q.sgls[ref-1] = [proto.MaxSGE][]byte{}
+	q.sglFree = append(q.sglFree, ref-1)
 }
 
 // tag takes an entry for a request handed to the transport.
@@ -38,7 +69,11 @@ func (q *qp) tag(wrid uint64, unsignaled bool) (uint64, bool) {
 }
 
 // untag gives back the entry a transport request was not taken with.
-func (q *qp) untag(t uint64) { q.free = append(q.free, uint32(t)) }
+func (q *qp) untag(t uint64) {
+	q.putSGL(q.tags[t].sgl)
+	q.tags[t] = wrTag{}
+	q.free = append(q.free, uint32(t))
+}
 
 // settle returns the entry of a completed request and frees it; ok is
 // false for a WRID that is no entry in use (a bug, or a completion that
@@ -48,6 +83,7 @@ func (q *qp) settle(t uint64) (wrTag, bool) {
 		return wrTag{}, false
 	}
 	w := q.tags[t]
+	q.putSGL(w.sgl)
 	q.tags[t] = wrTag{}
 	q.free = append(q.free, uint32(t))
 	return w, true

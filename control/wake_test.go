@@ -19,7 +19,7 @@ func TestWakePathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	q, err := newQP(1, &session{}, 64, 64)
+	q, err := newQP(1, &session{}, 64, 64, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestWakePathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.state = qpConnected
-	app, err := ring.Attach(dupFD(t, q.cq.FD()))
+	app, err := ring.Attach(dupFD(t, q.cq.ring.FD()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,17 @@ import "testing"
 // place data, fire timers, transmit acks) allocates nothing, at the
 // default MTU and with 8 KiB payloads.
 func TestEndpointNoAllocs(t *testing.T) {
-	for _, mtu := range []int{0, 8192 + 116} {
+	for _, c := range []struct {
+		mtu int
+		sgl bool
+	}{{0, false}, {8192 + 116, false}, {0, true}} {
+		mtu := c.mtu
 		l := newLoopMTU(t, mtu)
+		if c.sgl {
+			// A gather list of four uneven pieces: packets cut across
+			// their boundaries gather from two.
+			l.sgl = [][]byte{l.src[:1000], l.src[1000:1001], l.src[1001:40000], l.src[40000:]}
+		}
 		for range 100 {
 			l.sendSide()
 			l.recvSide()
@@ -21,7 +30,7 @@ func TestEndpointNoAllocs(t *testing.T) {
 			l.recvSide()
 		}
 		if n := testing.AllocsPerRun(500, round); n != 0 {
-			t.Errorf("MTU %d: a round of both endpoints allocates %.1f times (Receive, Transmit, Timeout, PollCompletions, PostWrite)", mtu, n)
+			t.Errorf("MTU %d, gather list %v: a round of both endpoints allocates %.1f times (Receive, Transmit, Timeout, PollCompletions, PostWrite)", mtu, c.sgl, n)
 		}
 		if moved < 500 {
 			t.Fatalf("MTU %d: %d data packets in 501 rounds: not a steady state", mtu, moved)

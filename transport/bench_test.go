@@ -21,6 +21,7 @@ type loop struct {
 	ackLen   []int
 	nd, na   int
 	src      []byte
+	sgl      [][]byte // if set, A's WRITEs gather from these instead of src
 	cqes     []transport.Completion
 	key      uint32
 	inflight int
@@ -80,7 +81,7 @@ func (l *loop) sendSide() {
 		}
 	}
 	for l.ca != nil && l.inflight < 8 {
-		if err := l.ca.PostWrite(&transport.WorkRequest{Local: l.src, RKey: l.key, Stream: uint16(l.inflight % 4)}); err != nil {
+		if err := l.ca.PostWrite(&transport.WorkRequest{Local: l.src, SGL: l.sgl, RKey: l.key, Stream: uint16(l.inflight % 4)}); err != nil {
 			break
 		}
 		l.inflight++

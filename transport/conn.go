@@ -228,13 +228,31 @@ type Completion struct {
 // source of a WRITE or SEND, the destination of a READ. It must stay
 // untouched until the completion arrives.
 type WorkRequest struct {
-	WRID       uint64
-	Stream     uint16
-	Local      []byte
+	WRID   uint64
+	Stream uint16
+	Local  []byte
+	// SGL, if not nil, is the local buffer instead of Local, as a
+	// scatter-gather list: the message is its slices one after the other
+	// (a WRITE's or SEND's bytes are gathered from them into each packet,
+	// a READ's response scattered into them). The list and its slices
+	// must stay untouched until the completion, like Local.
+	SGL        [][]byte
 	RemoteAddr uint64
 	RKey       uint32
 	Imm        uint32
 	HasImm     bool
+}
+
+// size is the message's length: Local's, or the sum of SGL's.
+func (wr *WorkRequest) size() uint64 {
+	if wr.SGL == nil {
+		return uint64(len(wr.Local))
+	}
+	var n uint64
+	for _, b := range wr.SGL {
+		n += uint64(len(b))
+	}
+	return n
 }
 
 // PostWrite posts an RDMA WRITE of Local to RemoteAddr under RKey (§9.2).
@@ -275,7 +293,7 @@ func (c *Conn) post(op wire.Opcode, wr *WorkRequest) error {
 	if int(wr.Stream) >= c.ep.cfg.MaxStreams {
 		return ErrBadStream
 	}
-	if uint64(len(wr.Local)) > 0xffffffff {
+	if wr.size() > 0xffffffff {
 		return ErrTooLarge
 	}
 	if err := c.snd.post(op, wr); err != nil {

@@ -676,7 +676,7 @@ func (c *Conn) deliverSendStream(stream uint16) {
 		if st.head < 0 {
 			st.tail = -1
 		}
-		cq := Completion{Conn: c, WRID: m.wrid, Status: m.status, Stream: m.stream, Bytes: len(m.local)}
+		cq := Completion{Conn: c, WRID: m.wrid, Status: m.status, Stream: m.stream, Bytes: int(m.size)}
 		switch {
 		case m.op.IsWrite():
 			cq.Op = OpWrite
@@ -691,7 +691,7 @@ func (c *Conn) deliverSendStream(stream uint16) {
 			c.ep.stats.MessagesFailed++
 		}
 		m.inUse = false
-		m.local = nil
+		m.local, m.sgl = nil, nil
 		c.ep.complete(cq)
 	}
 }
@@ -702,11 +702,15 @@ func (c *Conn) onReadResp(now Time, d wire.Data) bool {
 	s := &c.snd
 	id := d.MsgID()
 	m := &s.msgs[id&s.msgMask]
-	if !m.inUse || m.id != id || m.op != wire.OpReadReq || d.MsgLen() != uint32(len(m.local)) {
+	if !m.inUse || m.id != id || m.op != wire.OpReadReq || d.MsgLen() != m.size {
 		return false
 	}
 	off := d.Offset()
-	copy(m.local[off:], d.Payload())
+	if m.sgl != nil {
+		scatterAt(m.sgl, off, d.Payload())
+	} else {
+		copy(m.local[off:], d.Payload())
+	}
 	m.readGot += uint32(d.PayloadLen())
 	if m.readGot >= d.MsgLen() && !m.respDone {
 		m.respDone = true

@@ -46,6 +46,8 @@ type sendMsg struct {
 	recvSeq   uint32
 	wrid      uint64
 	local     []byte
+	sgl       [][]byte // the local buffer as a gather list, instead of local (WorkRequest.SGL)
+	size      uint32   // the message's length: local's, or the sum of sgl's
 	raddr     uint64
 	rkey      uint32
 	imm       uint32
@@ -218,7 +220,7 @@ func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
 	st := &s.streams[wr.Stream]
 	*m = sendMsg{
 		inUse: true, op: op, stream: wr.Stream, id: id, streamSeq: st.nextSeq,
-		wrid: wr.WRID, local: wr.Local, raddr: wr.RemoteAddr, rkey: wr.RKey, next: -1,
+		wrid: wr.WRID, local: wr.Local, sgl: wr.SGL, size: uint32(wr.size()), raddr: wr.RemoteAddr, rkey: wr.RKey, next: -1,
 	}
 	if op.HasImm() {
 		m.imm = wr.Imm
@@ -229,7 +231,7 @@ func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
 	}
 	m.npkts = 1
 	if op != wire.OpReadReq {
-		m.npkts = packetsFor(len(wr.Local), s.maxPayload())
+		m.npkts = packetsFor(int(m.size), s.maxPayload())
 	}
 	st.nextSeq++
 	if st.tail < 0 {
@@ -332,7 +334,7 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 				c.msgProgress(m)
 				continue
 			}
-			total = uint32(len(m.local))
+			total = m.size
 			if m.op == wire.OpReadReq {
 				total = 0
 			}
@@ -416,6 +418,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		Offset: r.off, PayloadLen: uint16(r.n), Timestamp: uint64(now),
 	}
 	var payload []byte
+	var gather [][]byte // a gather list's message: its bytes are copied from here
 	if r.msg&readJobBit != 0 {
 		j := &s.jobs[r.msg&^readJobBit]
 		h.Opcode = wire.OpReadResp
@@ -426,7 +429,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		m := &s.msgs[r.msg]
 		h.Opcode = m.op
 		h.Stream, h.MsgID, h.StreamSeq = m.stream, m.id, m.streamSeq
-		h.MsgLen = uint32(len(m.local))
+		h.MsgLen = m.size
 		h.RKey, h.Imm = m.rkey, m.imm
 		if m.op.IsSend() {
 			h.RecvSeq = m.recvSeq
@@ -435,16 +438,24 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 			h.RemoteAddr = m.raddr
 		}
 		if m.op != wire.OpReadReq {
-			payload = m.local[r.off : r.off+r.n]
+			if m.sgl != nil {
+				gather = m.sgl
+			} else {
+				payload = m.local[r.off : r.off+r.n]
+			}
 		}
 	}
 	if r.void {
-		payload = nil
+		payload, gather = nil, nil
 		h.PayloadLen = 0
 		h.Flags |= wire.FlagVoid
 		c.ep.stats.VoidSent++
 	}
-	n := wire.DataLen + len(payload) + wire.TrailerLen
+	plen := len(payload)
+	if gather != nil {
+		plen = int(r.n)
+	}
+	n := wire.DataLen + plen + wire.TrailerLen
 	if n > len(buf) {
 		// The link's transmit buffer is shorter than the MTU the transport
 		// was configured for; the daemon checks this before an engine runs
@@ -454,10 +465,46 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 			n, c.ep.cfg.MTU, len(buf)))
 	}
 	h.Put(buf)
-	copy(buf[wire.DataLen:], payload)
+	if gather != nil {
+		gatherAt(buf[wire.DataLen:wire.DataLen+plen], gather, r.off)
+	} else {
+		copy(buf[wire.DataLen:], payload)
+	}
 	wire.Seal(buf[:n])
 	c.stats.DataSent++
-	c.stats.BytesSent += uint64(len(payload))
+	c.stats.BytesSent += uint64(plen)
 	c.ep.stats.DataSent++
 	return n
+}
+
+// gatherAt fills dst with the bytes of the message that sgl's slices make
+// one after the other, from offset off.
+func gatherAt(dst []byte, sgl [][]byte, off uint32) {
+	for _, b := range sgl {
+		if len(dst) == 0 {
+			return
+		}
+		if off >= uint32(len(b)) {
+			off -= uint32(len(b))
+			continue
+		}
+		n := copy(dst, b[off:])
+		dst, off = dst[n:], 0
+	}
+}
+
+// scatterAt places src at offset off of the message that sgl's slices
+// make one after the other.
+func scatterAt(sgl [][]byte, off uint32, src []byte) {
+	for _, b := range sgl {
+		if len(src) == 0 {
+			return
+		}
+		if off >= uint32(len(b)) {
+			off -= uint32(len(b))
+			continue
+		}
+		n := copy(b[off:], src)
+		src, off = src[n:], 0
+	}
 }

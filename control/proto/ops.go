@@ -18,6 +18,10 @@ const (
 	OpAccept    = "accept"     // wait for a remote queue pair to connect to this one
 	OpDestroyQP = "destroy_qp" // close a queue pair's connection and free it
 	OpQueryQP   = "query_qp"   // a queue pair's state, peer and, once closed, why
+	// Shared completion queues: one ring many queue pairs complete into
+	// (create_qp's CQ), bound to one engine.
+	OpCreateCQ  = "create_cq"  // make a completion queue; its ring and doorbell come back attached
+	OpDestroyCQ = "destroy_cq" // free a completion queue no queue pair completes into
 	// Listeners: a service that takes many connections, each a request
 	// the application accepts onto a fresh queue pair or rejects.
 	OpListen        = "listen"         // make a listener: its service number
@@ -62,6 +66,11 @@ type Request struct {
 	// completion queue (CQEvent entries). A daemon that predates them
 	// ignores the field and sends none.
 	Events bool `json:"events,omitempty"`
+	// create_qp: the shared completion queue (create_cq's CQ) the queue
+	// pair completes into, instead of a completion queue of its own (0);
+	// its engine must be the CQ's. destroy_cq: the CQ. create_cq takes
+	// CQSlots and Engine.
+	CQ uint32 `json:"cq,omitempty"`
 	// listen: how many connection requests may wait (0: 64, at most
 	// MaxBacklog); get_request, accept_request, reject_request, unlisten:
 	// the listener's Service; accept_request, reject_request: the
@@ -128,6 +137,12 @@ type Response struct {
 	MaxRegionBytes int64  `json:"max_region_bytes,omitempty"`
 	MaxQPs         int    `json:"max_qps,omitempty"`
 	SessionID      uint64 `json:"session_id,omitempty"`
+	// MaxSGE is the most scatter-gather entries a work request may
+	// carry (WRSGL; 0 from a daemon that predates them: none).
+	MaxSGE int `json:"max_sge,omitempty"`
+	// create_cq: the completion queue's number, for create_qp's CQ (its
+	// ring and the application's end of its doorbell are attached).
+	CQ uint32 `json:"cq,omitempty"`
 	// reg_mr: the region's key (lkey and rkey alike).
 	Key uint32 `json:"key,omitempty"`
 	// create_qp: the queue pair's number (the service remote peers

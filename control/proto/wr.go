@@ -33,9 +33,34 @@ const (
 	// of them, at most MaxInline), copied by the daemon when it takes
 	// the request: WRITE, WRITE with immediate, SEND and SEND with
 	// immediate only; lkey and local address are ignored (0).
-	WRInline   = 2
-	wrFlagsAll = WRUnsignaled | WRInline
+	WRInline = 2
+	// WRSGL: the request's local side is a scatter-gather list of
+	// byte 44's count (1..MaxSGE) of entries, carried in the slot that
+	// follows it in the send queue (its continuation, SGLSlot): WRITE,
+	// WRITE with immediate, SEND, SEND with immediate and READ; lkey and
+	// local address are 0, length is the sum of the entries' lengths. A
+	// slot with this flag is always followed by its continuation,
+	// whatever else it holds: the two are taken (and, if malformed,
+	// failed) together.
+	WRSGL      = 4
+	wrFlagsAll = WRUnsignaled | WRInline | WRSGL
 )
+
+// MaxSGE is the most scatter-gather entries one request carries: what
+// its continuation slot holds (SGESize bytes each).
+const MaxSGE = WRSize / SGESize
+
+// SGESize is one scatter-gather entry in a continuation slot: local
+// address (8 bytes), length (4), lkey (4).
+const SGESize = 16
+
+// SGE is one scatter-gather entry: Length bytes at Addr in the region
+// LKey names.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
 
 // MaxInline is the most data a work request carries inline: the slot's
 // bytes after its fields.
@@ -54,6 +79,19 @@ type WR struct {
 	RAddr  uint64
 	Imm    uint32
 	Inline [MaxInline]byte // WRInline: the data (Length bytes of it)
+	// WRSGL: the entries (NSGE of them), which travel in the
+	// continuation slot (PutSGL, ParseSGL), not in this one.
+	NSGE uint8
+	SGL  [MaxSGE]SGE
+}
+
+// Slots is how many send queue slots w takes: 2 with a scatter-gather
+// list (its continuation), else 1.
+func (w *WR) Slots() int {
+	if w.Flags&WRSGL != 0 {
+		return 2
+	}
+	return 1
 }
 
 // Byte offsets in a WR slot; bytes 44..63 are reserved and zero.
@@ -69,6 +107,7 @@ const (
 	wrRAddr  = 32
 	wrImm    = 40
 	wrEnd    = 44
+	wrNSGE   = 44 // WRSGL: the entry count; bytes 45..63 zero
 )
 
 var ne = binary.NativeEndian
@@ -85,11 +124,51 @@ func (w *WR) Put(s []byte) {
 	ne.PutUint32(s[wrRKey:], w.RKey)
 	ne.PutUint64(s[wrRAddr:], w.RAddr)
 	ne.PutUint32(s[wrImm:], w.Imm)
-	if w.Flags&WRInline != 0 {
+	switch {
+	case w.Flags&WRInline != 0:
 		copy(s[wrEnd:WRSize], w.Inline[:])
-	} else {
+	case w.Flags&WRSGL != 0:
+		clear(s[wrEnd:WRSize])
+		s[wrNSGE] = w.NSGE
+	default:
 		clear(s[wrEnd:WRSize])
 	}
+}
+
+// PutSGL writes w's scatter-gather entries into its continuation slot s
+// (len >= WRSize), unused entries zero.
+func (w *WR) PutSGL(s []byte) {
+	_ = s[WRSize-1]
+	clear(s[:WRSize])
+	for i := range min(int(w.NSGE), MaxSGE) {
+		e, o := &w.SGL[i], i*SGESize
+		ne.PutUint64(s[o:], e.Addr)
+		ne.PutUint32(s[o+8:], e.Length)
+		ne.PutUint32(s[o+12:], e.LKey)
+	}
+}
+
+// ParseSGL reads w's continuation slot into w.SGL (copied out first, as
+// ParseWR does) and reports false when an entry past NSGE is not zero or
+// the entries' lengths do not add up to w.Length.
+func ParseSGL(w *WR, s []byte) bool {
+	if len(s) < WRSize || w.NSGE < 1 || w.NSGE > MaxSGE {
+		return false
+	}
+	var sum uint64
+	for i := range MaxSGE {
+		o := i * SGESize
+		e := SGE{Addr: ne.Uint64(s[o:]), Length: ne.Uint32(s[o+8:]), LKey: ne.Uint32(s[o+12:])}
+		if i >= int(w.NSGE) {
+			if e != (SGE{}) {
+				return false
+			}
+			continue
+		}
+		w.SGL[i] = e
+		sum += uint64(e.Length)
+	}
+	return sum == uint64(w.Length)
 }
 
 // ParseWR reads a slot. It copies the fields out first (the application
@@ -105,6 +184,16 @@ func ParseWR(s []byte) (WR, bool) {
 		RKey: ne.Uint32(s[wrRKey:]), RAddr: ne.Uint64(s[wrRAddr:]), Imm: ne.Uint32(s[wrImm:])}
 	if w.Op < WRWrite || w.Op > WRRecv || w.Flags&^wrFlagsAll != 0 {
 		return w, false
+	}
+	if w.Flags&WRSGL != 0 {
+		w.NSGE = s[wrNSGE]
+		ok := w.Flags&WRInline == 0 && w.NSGE >= 1 && w.NSGE <= MaxSGE && w.LKey == 0 && w.LAddr == 0 && w.Op != WRRecv
+		for _, b := range s[wrNSGE+1 : WRSize] {
+			if b != 0 {
+				ok = false
+			}
+		}
+		return w, ok
 	}
 	if w.Flags&WRInline != 0 {
 		copy(w.Inline[:], s[wrEnd:WRSize])
@@ -175,6 +264,10 @@ type CQE struct {
 	Imm    uint32
 	Stream uint16
 	Event  QPEvent // CQEvent only
+	// QPN is the queue pair the entry is for: what tells the entries of
+	// a completion queue shared by several queue pairs apart (create_cq;
+	// in a queue pair's own completion queue it is that queue pair's).
+	QPN uint32
 }
 
 const (
@@ -186,7 +279,8 @@ const (
 	cqBytes  = 12
 	cqImm    = 16
 	cqStream = 20
-	cqEnd    = 22
+	cqEnd    = 22 // bytes 22..23 and 28..31 reserved, 0
+	cqQPN    = 24
 )
 
 // Put writes c into the slot s (len >= CQESize).
@@ -201,6 +295,7 @@ func (c *CQE) Put(s []byte) {
 	ne.PutUint32(s[cqImm:], c.Imm)
 	ne.PutUint16(s[cqStream:], c.Stream)
 	clear(s[cqEnd:CQESize])
+	ne.PutUint32(s[cqQPN:], c.QPN)
 }
 
 // ParseCQE reads a completion slot.
@@ -210,7 +305,7 @@ func ParseCQE(s []byte) (CQE, bool) {
 	}
 	c := CQE{WRID: ne.Uint64(s[cqWRID:]), Op: CQEOp(s[cqOp]), Status: CQStatus(s[cqStatus]),
 		HasImm: s[cqFlags]&1 != 0, Bytes: ne.Uint32(s[cqBytes:]), Imm: ne.Uint32(s[cqImm:]),
-		Stream: ne.Uint16(s[cqStream:]), Event: QPEvent(s[cqEvent])}
+		Stream: ne.Uint16(s[cqStream:]), Event: QPEvent(s[cqEvent]), QPN: ne.Uint32(s[cqQPN:])}
 	if c.Op == CQEvent {
 		return c, c.Event >= EventConnected && c.Event <= EventRetryExceeded
 	}

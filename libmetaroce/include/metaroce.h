@@ -30,7 +30,8 @@
  * these calls): listeners with private data both ways (rdma_cm's), a
  * queue pair's connection events delivered in its completion queue, in
  * order with its completions (mr_qp_attr.events), unsignaled and inline
- * work requests, and mr_query_qp.
+ * work requests, mr_query_qp, shared completion queues (mr_create_cq,
+ * mr_qp_attr.cq) and scatter-gather lists (mr_wr.sg_list).
  */
 #ifndef METAROCE_H
 #define METAROCE_H
@@ -105,6 +106,10 @@ enum mr_wr_op {
  * bound, docs/spec.md §7.1). */
 #define MR_MAX_PRIVATE 64
 
+/* MR_MAX_SGE is the most scatter-gather entries a work request carries
+ * (mr_wr.num_sge; the daemon says what it allows in mr_limits.max_sge). */
+#define MR_MAX_SGE 4
+
 /* Completion operations. */
 enum mr_wc_op {
 	MR_WC_WRITE = 1,
@@ -162,6 +167,7 @@ const char *mr_wc_status_str(int status);
 struct mr_ctx;  /* a session: one control connection, a protection domain */
 struct mr_mem;  /* shareable memory: a sealed memfd mapped here */
 struct mr_qp;   /* a queue pair */
+struct mr_cq;   /* a shared completion queue */
 
 /* A registered region: bytes [off, off+len) of a mr_mem. */
 struct mr_mr {
@@ -170,6 +176,14 @@ struct mr_mr {
 	uint64_t addr; /* how work requests and peers address it (the address of buf) */
 	size_t len;
 	uint32_t key;  /* lkey and rkey */
+};
+
+/* One scatter-gather entry (ibv_sge): length bytes at addr in the region
+ * lkey names. */
+struct mr_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
 };
 
 /* One work request: an sge of the local region, and for WRITE and READ the
@@ -192,6 +206,13 @@ struct mr_wr {
 	 * fi_inject). mr_post copies it, so the buffer may be reused as soon
 	 * as it returns; lkey and laddr are unused. */
 	const void *inline_data;
+	/* sg_list, if num_sge > 0: the local side as num_sge entries (at
+	 * most mr_limits.max_sge, MR_MAX_SGE), gathered in order for a WRITE
+	 * or SEND, scattered into for a READ; not on a RECV, not with
+	 * inline_data; lkey, laddr and length are unused. mr_post copies the
+	 * list. Such a request takes two send queue slots. */
+	const struct mr_sge *sg_list;
+	int num_sge;
 };
 
 /* One work completion, or a connection event (op MR_WC_EVENT). */
@@ -204,6 +225,7 @@ struct mr_wc {
 	uint32_t bytes; /* received bytes (RECV, RECV_WRITE_IMM) */
 	uint32_t imm;
 	uint16_t stream;
+	uint32_t qp_num; /* the queue pair it is for (what tells a shared CQ's entries apart) */
 };
 
 /* The daemon's limits for this session, from hello (0: none). */
@@ -212,6 +234,7 @@ struct mr_limits {
 	int64_t max_region_bytes;
 	int max_qps;
 	uint64_t session_id;
+	int max_sge; /* scatter-gather entries per work request (0: none) */
 };
 
 /* Sessions. */
@@ -256,6 +279,12 @@ struct mr_qp_attr {
 	 * return MR_ERR_CONN_CLOSED, instead of waiting, once a terminal
 	 * event has been taken and nothing else is there. */
 	int events;
+	/* cq, if not NULL: the shared completion queue (mr_create_cq) the
+	 * queue pair completes into instead of one of its own (cq_slots must
+	 * be 0). It is placed on the CQ's engine (an engine naming another is
+	 * refused), its events always go there, and mr_poll_cq, mr_wait_cq
+	 * and mr_qp_arm on it return MR_ERR_INVAL: poll the CQ. */
+	struct mr_cq *cq;
 };
 
 int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp **out);
@@ -344,7 +373,8 @@ int mr_qp_state(const struct mr_qp *qp);
  * if it sleeps. Returns how many it posted (> 0), or MR_ERR_SQ_FULL if none
  * fit, or another error; MR_ERR_INVAL, posting none, if any request has an
  * unknown flag or inline data longer than MR_MAX_INLINE or on a READ or
- * RECV. Every request posted completes once, except an unsignaled one that
+ * RECV, or a scatter-gather list of more than mr_limits.max_sge entries, on
+ * a RECV or with inline data. Every request posted completes once, except an unsignaled one that
  * succeeds. */
 int mr_post(struct mr_qp *qp, const struct mr_wr *wrs, int n);
 /* mr_poll_cq takes up to n completions (and, with events, connection
@@ -364,6 +394,40 @@ int mr_wait_cq(struct mr_qp *qp, struct mr_wc *wcs, int n, int timeout_ms);
  * and drains the doorbell after the sleep. */
 int mr_qp_arm(struct mr_qp *qp);
 void mr_qp_disarm(struct mr_qp *qp);
+
+/* Shared completion queues (docs/api.md, Shared completion queues): one
+ * ring many queue pairs complete into (ibv_create_cq handed to several
+ * ibv_create_qp). Each entry's qp_num says whose; the queue pairs'
+ * connection events come through it as MR_WC_EVENT entries. It lives on
+ * one engine, which is its only producer, and its queue pairs are placed
+ * there. */
+struct mr_cq_attr {
+	uint32_t slots; /* a power of two, 0: the daemon's default (1024) */
+	int engine;
+	int spin_us;    /* mr_cq_wait's spin before it sleeps (0: 500; negative: none) */
+};
+
+int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq **out);
+/* mr_destroy_cq frees the CQ; MR_ERR_BUSY, leaving it as it was, while a
+ * queue pair still completes into it. */
+int mr_destroy_cq(struct mr_cq *cq);
+uint32_t mr_cq_num(const struct mr_cq *cq);
+uint32_t mr_cq_slots(const struct mr_cq *cq);
+/* mr_cq_fd is the CQ's doorbell end, for poll/epoll beside other
+ * descriptors: readable once an entry arrives after mr_cq_arm reported 0.
+ * Arming is one-shot (ibv_req_notify_cq): arm, sleep until readable,
+ * mr_cq_disarm, then poll until empty before arming again. */
+int mr_cq_fd(const struct mr_cq *cq);
+/* mr_cq_arm reports 1 if entries are there already (do not sleep), 0 if
+ * the doorbell will ring for the next one, or an error; mr_cq_disarm
+ * clears the flag and drains the doorbell after the sleep. */
+int mr_cq_arm(struct mr_cq *cq);
+void mr_cq_disarm(struct mr_cq *cq);
+/* mr_cq_poll takes up to n entries without blocking: the count, or an
+ * error (MR_ERR_DAEMON_GONE once the daemon has gone and it is empty).
+ * mr_cq_wait blocks like mr_wait_cq (timeout_ms < 0: no limit). */
+int mr_cq_poll(struct mr_cq *cq, struct mr_wc *wcs, int n);
+int mr_cq_wait(struct mr_cq *cq, struct mr_wc *wcs, int n, int timeout_ms);
 
 /* Listeners (docs/api.md, Listeners): a service that takes many
  * connections, each accepted onto an idle queue pair of the session on

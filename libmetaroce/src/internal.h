@@ -28,6 +28,7 @@ struct mr_reply {
 	int64_t max_region_bytes;
 	uint64_t regions, qps, sessions, bytes;
 	uint64_t service, request; /* listen, get_request */
+	uint64_t cq, max_sge;      /* create_cq, create_qp with a cq; hello */
 	char local[64], peer[64];
 	char state[16], reason[24]; /* query_qp */
 	struct mr_private priv;     /* connect: the ACCEPT's; get_request: the CONNECT's */
@@ -87,6 +88,23 @@ struct mr_mem {
 	int adopted; /* mr_mem_adopt: the application's pages, left mapped at free */
 };
 
+/* A shared completion queue (create_cq): its ring and the application's
+ * end of its doorbell, which the engine rings while it is armed. */
+struct mr_cq {
+	struct mr_ctx *ctx;
+	uint32_t num;
+	int spin_us;
+	int ring_fd, bell;
+	struct mr_ring ring;
+};
+
+/* mr_parse_wcs copies up to n entries out of a completion ring into wcs
+ * and judges them (events only if events is set); it returns how many,
+ * or MR_ERR_PROTOCOL for a malformed first entry (a later one ends the
+ * batch before it). note, if not NULL, sees every event. */
+int mr_parse_wcs(struct mr_ctx *ctx, struct mr_ring *ring, int events, struct mr_wc *wcs, int n,
+		 void (*note)(void *, uint8_t), void *arg);
+
 struct mr_qp {
 	struct mr_ctx *ctx;
 	uint32_t num;
@@ -95,7 +113,8 @@ struct mr_qp {
 	int max_payload;
 	int spin_us;
 	int sq_fd, cq_fd, bell;
-	struct mr_ring sq, cq;
+	struct mr_ring sq, cq; /* cq unused (unmapped) on a shared CQ */
+	struct mr_cq *shared;  /* the shared CQ it completes into, if any */
 	/* Events (mr_qp_attr.events): the state they imply, whether a
 	 * terminal one was taken, and whether MR_EVENT_DAEMON_GONE was. */
 	int events;

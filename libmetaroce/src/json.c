@@ -281,6 +281,8 @@ int mr_json_reply(const char *b, size_t n, struct mr_reply *r)
 			{"bytes", offsetof(struct mr_reply, bytes)},
 			{"service", offsetof(struct mr_reply, service)},
 			{"request", offsetof(struct mr_reply, request)},
+			{"cq", offsetof(struct mr_reply, cq)},
+			{"max_sge", offsetof(struct mr_reply, max_sge)},
 		};
 		int done = 0;
 		for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {

@@ -24,12 +24,16 @@ enum {
 	wrOp = 0, wrFlags = 1, wrStream = 2, wrLKey = 4, wrWRID = 8, wrLAddr = 16, wrLength = 24, wrRKey = 28,
 	wrRAddr = 32, wrImm = 40, wrInline = 44,
 	cqWRID = 0, cqOp = 8, cqStatus = 9, cqFlags = 10, cqEvent = 11, cqBytes = 12, cqImm = 16, cqStream = 20,
+	cqQPN = 24,
 };
 
 /* The slot's flag bits (docs/api.md): bit 0 is MR_WR_UNSIGNALED as the
  * application passes it, bit 1 marks inline data, which the library sets
- * itself from mr_wr.inline_data. */
-enum { wrFlagInline = 2 };
+ * itself from mr_wr.inline_data, bit 2 a scatter-gather list (from
+ * mr_wr.sg_list): byte 44 its count, its entries in the next slot, 16
+ * bytes each (address, length, lkey). */
+enum { wrFlagInline = 2, wrFlagSGL = 4, sgeSize = 16 };
+_Static_assert(MR_MAX_SGE * sgeSize == MR_WR_SIZE, "a continuation slot holds the entries");
 _Static_assert(MR_MAX_INLINE == MR_WR_SIZE - wrInline, "inline bytes are the slot's tail");
 
 /* defaultSpinUs is client.SpinBeforeSleep: a completion due within a
@@ -51,7 +55,8 @@ static int check_bell(int fd)
 static void qp_release(struct mr_qp *q)
 {
 	mr_ring_detach(&q->sq);
-	mr_ring_detach(&q->cq);
+	if (!q->shared)
+		mr_ring_detach(&q->cq);
 	if (q->sq_fd >= 0)
 		close(q->sq_fd);
 	if (q->cq_fd >= 0)
@@ -78,11 +83,21 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	*out = NULL;
 	if (attr)
 		a = *attr;
-	if ((a.sq_slots & (a.sq_slots - 1)) || (a.cq_slots & (a.cq_slots - 1)) || a.engine < 0)
+	if ((a.sq_slots & (a.sq_slots - 1)) || (a.cq_slots & (a.cq_slots - 1)) || a.engine < 0 ||
+	    (a.cq && a.cq_slots))
 		return MR_ERR_INVAL;
-	char body[160];
-	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d%s}",
-		 a.sq_slots, a.cq_slots, a.engine, a.events ? ",\"events\":true" : "");
+	/* A CQ of another session is not refused here: the daemon refuses
+	 * it (not_found), as it refuses any number the session does not
+	 * hold. */
+	if (a.cq)
+		a.events = 1; /* a shared CQ's entries carry every queue pair's events */
+	char body[200], cqf[32] = "";
+	if (a.cq)
+		snprintf(cqf, sizeof cqf, ",\"cq\":%u", a.cq->num);
+	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d%s%s}",
+		 a.sq_slots, a.cq_slots, a.engine, a.events ? ",\"events\":true" : "", cqf);
+	/* With a shared CQ: the send queue and the doorbell, no CQ ring. */
+	int want = a.cq ? 2 : 3;
 	struct mr_reply r;
 	int fds[3], nfds = 0;
 	int err = mr_request(ctx, body, NULL, 0, &r, fds, 3, &nfds);
@@ -95,16 +110,24 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 		return MR_ERR_SYS;
 	}
 	q->ctx = ctx;
+	q->shared = a.cq;
 	q->sq_fd = q->cq_fd = q->bell = -1;
 	if (nfds > 0)
 		q->sq_fd = fds[0];
-	if (nfds > 1)
-		q->cq_fd = fds[1];
-	if (nfds > 2)
-		q->bell = fds[2];
+	if (a.cq) {
+		if (nfds > 1)
+			q->bell = fds[1];
+		if (nfds > 2)
+			close(fds[2]);
+	} else {
+		if (nfds > 1)
+			q->cq_fd = fds[1];
+		if (nfds > 2)
+			q->bell = fds[2];
+	}
 	char why[200] = "";
-	if (nfds != 3) {
-		mr_seterr(ctx, "create_qp: %d descriptors, want 3", nfds);
+	if (nfds != want) {
+		mr_seterr(ctx, "create_qp: %d descriptors, want %d", nfds, want);
 		err = MR_ERR_PROTOCOL;
 		goto fail;
 	}
@@ -124,7 +147,7 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 		mr_seterr(ctx, "send queue: %s", why);
 		goto fail;
 	}
-	if ((err = mr_ring_attach(q->cq_fd, MR_CQE_SIZE, &q->cq, why, sizeof why)) != MR_OK) {
+	if (!a.cq && (err = mr_ring_attach(q->cq_fd, MR_CQE_SIZE, &q->cq, why, sizeof why)) != MR_OK) {
 		mr_seterr(ctx, "completion queue: %s", why);
 		goto fail;
 	}
@@ -134,7 +157,8 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 		goto fail;
 	}
 	mr_ring_producer(&q->sq);
-	mr_ring_consumer(&q->cq);
+	if (!a.cq)
+		mr_ring_consumer(&q->cq);
 	*out = q;
 	return MR_OK;
 fail:
@@ -155,8 +179,8 @@ uint64_t mr_qp_token(const struct mr_qp *q) { return q->token; }
 const char *mr_qp_local(const struct mr_qp *q) { return q->local; }
 int mr_qp_max_payload(const struct mr_qp *q) { return q->max_payload; }
 uint32_t mr_qp_sq_slots(const struct mr_qp *q) { return q->sq.slots; }
-uint32_t mr_qp_cq_slots(const struct mr_qp *q) { return q->cq.slots; }
-int mr_qp_fd(const struct mr_qp *q) { return q->bell; }
+uint32_t mr_qp_cq_slots(const struct mr_qp *q) { return q->shared ? q->shared->ring.slots : q->cq.slots; }
+int mr_qp_fd(const struct mr_qp *q) { return q->shared ? q->shared->bell : q->bell; }
 
 /* reject_reason maps a rejection's name onto enum mr_reject_reason. */
 static int reject_reason(const char *name)
@@ -325,30 +349,57 @@ int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 	if (n <= 0 || !wrs)
 		return MR_ERR_INVAL;
 	/* Judge every request before any is posted: a bad one posts none. */
+	uint32_t slots = 0;
 	for (int i = 0; i < n; i++) {
 		const struct mr_wr *w = &wrs[i];
 		if (w->flags & ~MR_WR_UNSIGNALED)
 			return MR_ERR_INVAL;
 		if (w->inline_data && (w->length > MR_MAX_INLINE || w->op == MR_WR_READ || w->op == MR_WR_RECV))
 			return MR_ERR_INVAL;
+		if (w->num_sge < 0 || (w->num_sge > 0 && (w->num_sge > q->ctx->limits.max_sge || !w->sg_list ||
+							   w->op == MR_WR_RECV || w->inline_data)))
+			return MR_ERR_INVAL;
+		uint64_t total = 0;
+		for (int j = 0; j < w->num_sge; j++)
+			total += w->sg_list[j].length;
+		if (total > UINT32_MAX)
+			return MR_ERR_INVAL;
+		slots += w->num_sge > 0 ? 2 : 1;
 	}
 	if (atomic_load(&q->ctx->gone))
 		return MR_ERR_DAEMON_GONE;
 	uint32_t first;
-	int got = mr_ring_reserve(&q->sq, (uint32_t)n, &first);
+	int got = mr_ring_reserve(&q->sq, slots, &first);
 	if (got < 0)
 		return got;
-	if (got == 0)
-		return MR_ERR_SQ_FULL;
-	for (int i = 0; i < got; i++) {
-		const struct mr_wr *w = &wrs[i];
+	uint32_t used = 0;
+	int posted = 0;
+	for (; posted < n; posted++) {
+		const struct mr_wr *w = &wrs[posted];
+		uint32_t k = w->num_sge > 0 ? 2 : 1;
+		if (used + k > (uint32_t)got)
+			break;
 		uint8_t s[MR_WR_SIZE] = {0};
 		s[wrOp] = w->op;
 		s[wrFlags] = w->flags;
 		put16(s + wrStream, w->stream);
 		put64(s + wrWRID, w->wr_id);
 		put32(s + wrLength, w->length);
-		if (w->inline_data) {
+		if (w->num_sge > 0) {
+			/* The entries go to the next slot; length is their sum. */
+			uint8_t c[MR_WR_SIZE] = {0};
+			uint32_t total = 0; /* at most UINT32_MAX: judged above */
+			for (int j = 0; j < w->num_sge; j++) {
+				put64(c + j * sgeSize, w->sg_list[j].addr);
+				put32(c + j * sgeSize + 8, w->sg_list[j].length);
+				put32(c + j * sgeSize + 12, w->sg_list[j].lkey);
+				total += w->sg_list[j].length;
+			}
+			s[wrFlags] |= wrFlagSGL;
+			s[wrInline] = (uint8_t)w->num_sge;
+			put32(s + wrLength, total);
+			memcpy(mr_ring_slot(&q->sq, first + used + 1), c, sizeof c);
+		} else if (w->inline_data) {
 			/* lkey and local address stay 0, as the daemon requires. */
 			s[wrFlags] |= wrFlagInline;
 			memcpy(s + wrInline, w->inline_data, w->length);
@@ -359,9 +410,12 @@ int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 		put32(s + wrRKey, w->rkey);
 		put64(s + wrRAddr, w->raddr);
 		put32(s + wrImm, w->imm);
-		memcpy(mr_ring_slot(&q->sq, first + (uint32_t)i), s, sizeof s);
+		memcpy(mr_ring_slot(&q->sq, first + used), s, sizeof s);
+		used += k;
 	}
-	mr_ring_commit(&q->sq, (uint32_t)got);
+	mr_ring_commit(&q->sq, used);
+	if (posted == 0)
+		return MR_ERR_SQ_FULL;
 	/* Notify: the commit's store is sequentially consistent, so it is
 	 * ordered before this load of the engine's need-wakeup flag (see
 	 * ring/doorbell.go, Consumer.wait). */
@@ -372,7 +426,7 @@ int mr_post(struct mr_qp *q, const struct mr_wr *wrs, int n)
 		if (err)
 			return err;
 	}
-	return got;
+	return posted;
 }
 
 /* note_event records the state an event implies. */
@@ -386,18 +440,17 @@ static void note_event(struct mr_qp *q, uint8_t event)
 	q->terminal = 1;
 }
 
-int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
+int mr_parse_wcs(struct mr_ctx *ctx, struct mr_ring *ring, int events, struct mr_wc *wcs, int n,
+		 void (*note)(void *, uint8_t), void *arg)
 {
-	if (n <= 0)
-		return MR_ERR_INVAL;
 	uint32_t first;
-	int got = mr_ring_peek(&q->cq, (uint32_t)n, &first);
+	int got = mr_ring_peek(ring, (uint32_t)n, &first);
 	if (got < 0)
 		return got;
 	for (int i = 0; i < got; i++) {
 		uint8_t s[MR_CQE_SIZE];
 		/* Copy out, then judge the copy: the daemon may rewrite the slot. */
-		memcpy(s, mr_ring_slot(&q->cq, first + (uint32_t)i), sizeof s);
+		memcpy(s, mr_ring_slot(ring, first + (uint32_t)i), sizeof s);
 		struct mr_wc *c = &wcs[i];
 		memcpy(&c->wr_id, s + cqWRID, 8);
 		c->op = s[cqOp];
@@ -407,27 +460,40 @@ int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
 		memcpy(&c->bytes, s + cqBytes, 4);
 		memcpy(&c->imm, s + cqImm, 4);
 		memcpy(&c->stream, s + cqStream, 2);
+		memcpy(&c->qp_num, s + cqQPN, 4);
 		/* An event only where asked for, and only the daemon's four;
 		 * a completion carries no event byte. */
 		int ok = c->op == MR_WC_EVENT
-				 ? q->events && c->event >= MR_EVENT_CONNECTED && c->event <= MR_EVENT_RETRY_EXCEEDED
+				 ? events && c->event >= MR_EVENT_CONNECTED && c->event <= MR_EVENT_RETRY_EXCEEDED
 				 : c->op >= MR_WC_WRITE && c->op <= MR_WC_RECV_WRITE_IMM && c->event == 0;
 		if (!ok) {
-			mr_ring_release(&q->cq, (uint32_t)i + 1); /* the bad one is consumed */
-			mr_seterr(q->ctx, "malformed completion (op %u, event %u)", c->op, c->event);
+			mr_ring_release(ring, (uint32_t)i + 1); /* the bad one is consumed */
+			mr_seterr(ctx, "malformed completion (op %u, event %u)", c->op, c->event);
 			return i > 0 ? i : MR_ERR_PROTOCOL;
 		}
-		if (c->op == MR_WC_EVENT)
-			note_event(q, c->event);
+		if (c->op == MR_WC_EVENT && note)
+			note(arg, c->event);
 	}
-	mr_ring_release(&q->cq, (uint32_t)got);
+	mr_ring_release(ring, (uint32_t)got);
+	return got;
+}
+
+static void note_qp_event(void *q, uint8_t event) { note_event(q, event); }
+
+int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
+{
+	if (n <= 0 || q->shared)
+		return MR_ERR_INVAL;
+	int got = mr_parse_wcs(q->ctx, &q->cq, q->events, wcs, n, note_qp_event, q);
+	if (got < 0)
+		return got;
 	if (got == 0 && atomic_load(&q->ctx->gone)) {
 		/* With events, the daemon's end is one more event, once, after
 		 * everything it had written. */
 		if (q->events && !q->gone_noted) {
 			q->gone_noted = 1;
 			note_event(q, MR_EVENT_DAEMON_GONE);
-			wcs[0] = (struct mr_wc){.op = MR_WC_EVENT, .event = MR_EVENT_DAEMON_GONE};
+			wcs[0] = (struct mr_wc){.op = MR_WC_EVENT, .event = MR_EVENT_DAEMON_GONE, .qp_num = q->num};
 			return 1;
 		}
 		return MR_ERR_DAEMON_GONE;
@@ -437,6 +503,8 @@ int mr_poll_cq(struct mr_qp *q, struct mr_wc *wcs, int n)
 
 int mr_qp_arm(struct mr_qp *q)
 {
+	if (q->shared)
+		return MR_ERR_INVAL;
 	int a = mr_ring_available(&q->cq);
 	if (a != 0)
 		return a < 0 ? a : 1;
@@ -447,6 +515,8 @@ int mr_qp_arm(struct mr_qp *q)
 
 void mr_qp_disarm(struct mr_qp *q)
 {
+	if (q->shared)
+		return;
 	atomic_store(q->cq.flag_word, 0);
 	mr_bell_clear(q->bell);
 }
@@ -460,6 +530,8 @@ static int64_t now_us(void)
 
 int mr_wait_cq(struct mr_qp *q, struct mr_wc *wcs, int n, int timeout_ms)
 {
+	if (q->shared)
+		return MR_ERR_INVAL;
 	int64_t start = now_us();
 	int64_t deadline = timeout_ms >= 0 ? start + (int64_t)timeout_ms * 1000 : 0;
 	/* Spin, yielding the CPU between looks, then sleep. */

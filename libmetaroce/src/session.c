@@ -276,6 +276,7 @@ int mr_open(const char *path, struct mr_ctx **out)
 	ctx->limits.max_region_bytes = r.max_region_bytes;
 	ctx->limits.max_qps = (int)r.max_qps;
 	ctx->limits.session_id = r.session_id;
+	ctx->limits.max_sge = r.max_sge > MR_MAX_SGE ? MR_MAX_SGE : (int)r.max_sge;
 	*out = ctx;
 	return MR_OK;
 }
