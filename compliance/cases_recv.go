@@ -36,6 +36,43 @@ var recvCases = []Case{
 					return false
 				})
 		}},
+	{ID: "stream-lost-run", Clause: "9.1", Also: []string{"13"}, Needs: NeedEvents, Title: "two consecutive stream positions whose PSNs were all taken by other packets (one incomplete, one missing) are failed, and the stream goes on",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			m0 := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 52400, rkey: r.RKey, imm: 0xb0, data: pattern(16, 185)})[0]
+			c.sendPkt(m0, tx{path: 1})
+			c.ack(1, m0.h.PathSeq)
+			// Position 1 is two packets; its second PSN goes to a message
+			// of stream 1, so it never completes. Position 2 never comes:
+			// its PSN goes to another message of stream 1. Both as forged
+			// packets that won the race for those PSNs would (§13).
+			m1 := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 52500, rkey: r.RKey, imm: 0xb1, data: pattern(32, 186), chunk: 16})
+			o1 := c.message(msg{op: wire.OpWrite, stream: 1, addr: r.Addr + 52600, rkey: r.RKey, data: pattern(16, 187)})[0]
+			o1.h.PSN = m1[1].h.PSN
+			c.next--
+			c.sseq[0]++
+			o2 := c.message(msg{op: wire.OpWrite, stream: 1, addr: r.Addr + 52700, rkey: r.RKey, data: pattern(16, 188)})[0]
+			m3 := c.message(msg{op: wire.OpWriteImm, addr: r.Addr + 52800, rkey: r.RKey, imm: 0xb3, data: pattern(16, 189)})[0]
+			c.sendPkt(m1[0], tx{path: 2})
+			c.sendPkt(m3, tx{path: 3})
+			c.sendPkt(o1, tx{path: 4})
+			c.sendPkt(o2, tx{path: 5})
+			a := c.ack(5, o2.h.PathSeq)
+			t.check(a.CumPSN() == c.next, "CumPSN %s, want %s", hex32(uint32(a.CumPSN())), hex32(uint32(c.next)))
+			c.eventually("position 3 of stream 0 takes effect once every PSN before it has arrived (§9.1: lost positions)",
+				func(ev []Event) bool {
+					for _, e := range ev {
+						if e.Op == "recv_write_imm" && e.Imm == 0xb3 {
+							return true
+						}
+					}
+					return false
+				})
+			for _, e := range c.events() {
+				t.check(e.Op != "recv_write_imm" || e.Imm != 0xb1, "the incomplete position 1 took effect with its immediate: %+v", e)
+			}
+		}},
 	{ID: "send-buffer-contested", Clause: "9.4", Also: []string{"9.1", "13"}, Needs: NeedEvents, Title: "of two SENDs naming one receive buffer, the earlier in the stream takes it; the buffer completes once",
 		Run: func(t *T) {
 			c := t.connect(connOpts{})

@@ -27,10 +27,12 @@ type Collector struct {
 	build   prometheus.Metric
 }
 
-// NewCollector returns a collector over engines, reporting TopConns
-// connections per engine (opts.Paths is ignored: no per-path series).
+// NewCollector returns a collector over engines. Its series are per
+// engine and interface only, so their number is fixed by the engines
+// whatever the connections; opts.TopConns and opts.Paths are ignored (no
+// per-connection or per-path series: the package doc says why).
 func NewCollector(engines []Engine, opts Options) *Collector {
-	opts.Paths = false
+	opts.TopConns, opts.Paths = -1, false
 	version, revision := buildVersion()
 	return &Collector{engines: engines, opts: opts, Timeout: 500 * time.Millisecond,
 		build: prometheus.MustNewConstMetric(buildInfo, prometheus.GaugeValue, 1, version, revision, runtime.Version())}
@@ -202,37 +204,9 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	}
 	gauge(ch, paths, float64(e.Conns.PathsActive), with("active")...)
 	gauge(ch, paths, float64(e.Conns.PathsSuspect), with("suspect")...)
-	for i := range e.Top {
-		collectConn(ch, e, &e.Top[i])
-	}
-}
-
-func collectConn(ch chan<- prometheus.Metric, e *EngineSnapshot, c *ConnSnapshot) {
-	l := []string{e.Iface, strconv.Itoa(e.Queue), ConnID(c.ID), c.Peer}
-	with := func(extra string) []string { return append(append(make([]string, 0, 5), l...), extra) }
-	gauge(ch, connInfo, 1, with(c.State)...)
-	counter(ch, connBytesSent, c.BytesOut, l...)
-	counter(ch, connBytesPlaced, c.BytesIn, l...)
-	counter(ch, connDataSent, c.Sent, l...)
-	counter(ch, connRetransmitted, c.Retx, l...)
-	counter(ch, connLost, c.Lost, l...)
-	counter(ch, connTimeouts, c.Timeouts, l...)
-	counter(ch, connRepaths, c.Repaths, l...)
-	counter(ch, connCEMarks, c.CEMarks, l...)
-	gauge(ch, connSRTT, seconds(uint64(c.SRTT)), l...)
-	gauge(ch, connMinRTT, seconds(uint64(c.MinRTT)), l...)
-	gauge(ch, connFabricRTT, seconds(uint64(c.FabricRTT)), l...)
-	gauge(ch, connFabricMinRTT, seconds(uint64(c.FabricMinRTT)), l...)
-	gauge(ch, connHostDelay, seconds(uint64(c.HostDelay)), l...)
-	gauge(ch, connPaths, float64(c.PathsActive), with("active")...)
-	gauge(ch, connPaths, float64(c.PathsSuspect), with("suspect")...)
-	gauge(ch, connPathSRTTMin, seconds(uint64(c.PathSRTTMin)), l...)
-	gauge(ch, connPathSRTTMax, seconds(uint64(c.PathSRTTMax)), l...)
-	if cc := c.Congestion; cc != nil {
-		gauge(ch, connCwnd, float64(cc.Window), l...)
-		gauge(ch, connPacing, float64(cc.PacingRate)/8, l...)
-		counter(ch, connCCDecreases, cc.Decreases, l...)
-	}
+	gauge(ch, connsDegraded, float64(e.Conns.Degraded), l...)
+	gauge(ch, connSRTTMax, seconds(uint64(e.Conns.SRTTMax)), l...)
+	gauge(ch, connHostDelayMax, seconds(uint64(e.Conns.HostDelayMax)), l...)
 }
 
 // histogram converts a transport.Histogram (nanoseconds, per-bucket

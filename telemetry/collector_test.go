@@ -165,8 +165,14 @@ func TestCollectorLint(t *testing.T) {
 	if v := val("metaroce_connections", "iface", "a0", "state", "established"); v != 1 {
 		t.Errorf("a: %v established connections, want the idle one", v)
 	}
-	if v := val("metaroce_connection_paths", "iface", "a0", "state", "active"); v == 0 {
+	if v := val("metaroce_paths", "iface", "a0", "state", "active"); v == 0 {
 		t.Error("idle connection has no active path")
+	}
+	if v := val("metaroce_connections_degraded", "iface", "a0"); v != 0 {
+		t.Errorf("%v connections with a path not active on a clean link", v)
+	}
+	if v := val("metaroce_connection_srtt_max_seconds", "iface", "a0"); v <= 0 || v > 1 {
+		t.Errorf("largest connection RTT %vs, want the idle connection's, above 0 and under 1s", v)
 	}
 	val("metaroce_build_info")
 	if v := val("metaroce_engine_responsive", "iface", "a0"); v != 1 {
@@ -220,6 +226,63 @@ func TestWalkInChunks(t *testing.T) {
 	if len(chunked.Top) != 2 || len(whole.Top) != 2 {
 		t.Fatalf("top: whole %d, chunked %d, want 2", len(whole.Top), len(chunked.Top))
 	}
+}
+
+// TestSeriesDoNotGrowWithConnections: the exposition has as many series
+// with 41 connections as with one, and none names a connection or a
+// peer, so a host's series are bounded by its engines however many
+// connections come and go (the package doc's "Bounded label
+// cardinality"). The summaries still count every connection.
+func TestSeriesDoNotGrowWithConnections(t *testing.T) {
+	p := newPair(t, 8)
+	c := NewCollector(p.engines(), Options{})
+	series := func() (int, []*dto.MetricFamily) {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				n++
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "conn" || lp.GetName() == "peer" {
+						t.Errorf("%s has a %s label", mf.GetName(), lp.GetName())
+					}
+				}
+			}
+		}
+		return n, mfs
+	}
+	before, _ := series()
+	const more = 40
+	b := netip.MustParseAddr("10.0.0.2")
+	established := func() int {
+		return Take(context.Background(), p.engines()[:1], Options{TopConns: -1}).Engines[0].Conns.ByState[transport.StateEstablished]
+	}
+	// In bursts of 10: more CONNECTs at once than the peer's reply rate
+	// limit would lose some.
+	for i, up := 0, established(); i < 2000 && up < 1+more; i, up = i+1, established() {
+		if i%50 == 0 {
+			p.a.Do(context.Background(), func(now transport.Time) {
+				for range min(10, 1+more-up) {
+					p.a.Endpoint().Connect(now, b, gentest.Service, transport.NewMemoryTable())
+				}
+			})
+		}
+		time.Sleep(time.Millisecond)
+	}
+	after, mfs := series()
+	if v, _ := value(mfs, "metaroce_connections", "iface", "a0", "state", "established"); v != 1+more {
+		t.Fatalf("a: %v established connections, want %d", v, 1+more)
+	}
+	if after != before {
+		t.Errorf("%d series with one connection, %d with %d", before, after, 1+more)
+	}
+	t.Logf("%d series for 2 engines, with 1 and with %d connections", after, 1+more)
 }
 
 // TestUnresponsiveEngine: a snapshot does not wait past its context for an

@@ -40,23 +40,30 @@
 // A host may hold tens of thousands of connections with up to 256 paths
 // each, and a path's identity (its entropy value) changes on every repath,
 // so a series per connection or per path would grow without bound and
-// churn. The collector therefore exports:
+// churn. Even a top-N by bytes does: each connection that enters the top
+// is a new series to Prometheus, so a host whose short-lived connections
+// take turns there leaves tens of thousands of series behind in a day.
+// The collector therefore names no connection, peer or path; it exports
 //
 //   - per engine (interface, queue): every counter, drops by a fixed set of
 //     reasons, connections counted by state, paths counted by state (active,
-//     suspect) over all connections, and the RTT histogram of all acks;
-//   - per connection only for the TopConns connections of each engine that
-//     moved the most bytes (sent plus placed), each with a summary of its
-//     paths (counts by state, smallest and largest path RTT, repaths, losses,
-//     CE marks) and its congestion state, so the series count is bounded
-//     by engines x TopConns whatever the load;
-//   - per path nothing: per-path detail is in the live stream (the control
-//     socket's watch op, metaroce paths and top), which is read while
-//     someone looks and costs nothing otherwise.
+//     suspect) over all connections, the RTT histogram of all acks, and a
+//     summary of the established connections: how many have a path not
+//     active, and the largest smoothed RTT and host delay among them;
+//   - per interface: the XDP program's counters.
+//
+// So the series count is fixed by the engines whatever the load
+// (TestSeriesDoNotGrowWithConnections). Per-connection and per-path
+// detail is in the live stream (the control socket's watch op: metaroce
+// status -json, qps, paths and top), which is read while someone looks
+// and costs nothing otherwise: Snapshot.Top lists the busiest connections
+// (Options.TopConns, by bytes since each opened), each with its counters,
+// RTTs, path summary and congestion state, and their paths on request.
 //
 // The walk over connections is O(conns) with O(1) work each
-// (Conn.PathCounts reads the sender's active list), and only the selected
-// connections' paths are visited. The ranking is by bytes since each
-// connection opened, so a long-lived connection that went quiet can keep
-// its place; the per-engine totals and rates are exact regardless.
+// (Conn.PathCounts reads the sender's active list, Conn.Stats copies a
+// few words), and only the listed connections' paths are visited. The
+// ranking is by bytes since each connection opened, so a long-lived
+// connection that went quiet can keep its place; the per-engine totals and
+// rates are exact regardless.
 package telemetry

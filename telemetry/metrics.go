@@ -4,9 +4,11 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // The metric descriptors. Names follow Prometheus' conventions: the
 // metaroce_ prefix, _total on counters, base units (seconds, bytes).
-// Labels: iface and queue name an engine (one per NIC queue); conn (the
-// local connection id, hex) and peer one of the engine's top connections;
-// reason, state and the like take values from fixed sets.
+// Labels: iface and queue name an engine (one per NIC queue); reason,
+// state and the like take values from fixed sets. No label names a
+// connection, a peer or a path: their number, and their churn as
+// connections come and go, would grow the series without bound (see the
+// package doc); per-connection detail is in the live views.
 
 var allDescs []*prometheus.Desc
 
@@ -16,13 +18,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return d
 }
 
-var (
-	eng  = []string{"iface", "queue"}
-	conn = []string{"iface", "queue", "conn", "peer"}
-)
+var eng = []string{"iface", "queue"}
 
-func engL(extra ...string) []string  { return append(append([]string{}, eng...), extra...) }
-func connL(extra ...string) []string { return append(append([]string{}, conn...), extra...) }
+func engL(extra ...string) []string { return append(append([]string{}, eng...), extra...) }
 
 var (
 	buildInfo = desc("build_info", "Build of the running daemon; always 1.", "version", "revision", "goversion")
@@ -94,24 +92,7 @@ var (
 	connections       = desc("connections", "Connections by state.", engL("state")...)
 	paths             = desc("paths", "Logical paths of all connections, by state.", engL("state")...)
 
-	connInfo          = desc("connection_info", "One of the engine's top connections by bytes; always 1.", connL("state")...)
-	connBytesSent     = desc("connection_sent_bytes_total", "Payload bytes the connection sent, retransmissions included.", conn...)
-	connBytesPlaced   = desc("connection_placed_bytes_total", "Payload bytes the connection placed.", conn...)
-	connDataSent      = desc("connection_data_packets_sent_total", "Data packets the connection sent.", conn...)
-	connRetransmitted = desc("connection_data_packets_retransmitted_total", "Data packets the connection sent again.", conn...)
-	connLost          = desc("connection_losses_total", "Transmissions of the connection found lost.", conn...)
-	connTimeouts      = desc("connection_timeouts_total", "Retransmission timeouts of the connection.", conn...)
-	connRepaths       = desc("connection_repaths_total", "Repaths over the connection's paths.", conn...)
-	connCEMarks       = desc("connection_ce_marks_total", "CE marks acked over the connection's paths.", conn...)
-	connSRTT          = desc("connection_srtt_seconds", "Smoothed RTT of the connection.", conn...)
-	connFabricRTT     = desc("connection_fabric_rtt_seconds", "Latest RTT sample the congestion controller took: host delay left out (arrival stamps).", conn...)
-	connFabricMinRTT  = desc("connection_fabric_min_rtt_seconds", "Smallest fabric RTT sample of the connection.", conn...)
-	connHostDelay     = desc("connection_host_delay_seconds", "Smoothed host delay: the peer's hold and this host's receive wait, left out of the fabric RTT.", conn...)
-	connMinRTT        = desc("connection_min_rtt_seconds", "Smallest RTT of the connection.", conn...)
-	connPaths         = desc("connection_paths", "The connection's paths by state.", connL("state")...)
-	connPathSRTTMin   = desc("connection_path_srtt_min_seconds", "Smallest smoothed RTT among the connection's active paths.", conn...)
-	connPathSRTTMax   = desc("connection_path_srtt_max_seconds", "Largest smoothed RTT among the connection's active paths.", conn...)
-	connCwnd          = desc("connection_cwnd_bytes", "Congestion window.", conn...)
-	connPacing        = desc("connection_pacing_rate_bytes_per_second", "Pacing rate of the congestion controller.", conn...)
-	connCCDecreases   = desc("connection_congestion_decreases_total", "Window or rate cuts by the congestion controller.", conn...)
+	connsDegraded    = desc("connections_degraded", "Established connections with at least one path not active (which ones: metaroce paths).", eng...)
+	connSRTTMax      = desc("connection_srtt_max_seconds", "Largest smoothed RTT among the engine's established connections (which one: metaroce qps).", eng...)
+	connHostDelayMax = desc("connection_host_delay_max_seconds", "Largest smoothed host delay (the peer's hold and this host's receive wait) among the engine's established connections.", eng...)
 )

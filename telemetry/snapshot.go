@@ -42,9 +42,10 @@ type Options struct {
 	Paths bool
 }
 
-// DefaultTopConns bounds the per-connection series of a scrape: ten
-// connections per engine show the heavy hitters of a host, and the totals
-// and state counts cover the rest.
+// DefaultTopConns is how many connections per engine a snapshot lists
+// when its caller does not say: ten show the heavy hitters of a host, and
+// the totals and state counts cover the rest. (The Prometheus collector
+// lists none: see the package doc.)
 const DefaultTopConns = 10
 
 // MaxTopConns bounds what a client may ask the stream for: each listed
@@ -109,7 +110,9 @@ type EngineSnapshot struct {
 	Stall time.Duration `json:"stall_ns"`
 }
 
-// ConnSummary counts every connection of an engine.
+// ConnSummary counts every connection of an engine, and sums up the
+// established ones in a few figures whose number does not grow with the
+// connections (what the Prometheus collector exports of them).
 type ConnSummary struct {
 	Total int `json:"total"`
 	// ByState counts connections by transport.State (index: the State
@@ -117,6 +120,14 @@ type ConnSummary struct {
 	ByState      [transport.StateFailed + 1]int `json:"by_state"`
 	PathsActive  int                            `json:"paths_active"`
 	PathsSuspect int                            `json:"paths_suspect"`
+	// Degraded counts established connections with at least one path
+	// not active (suspect, or retired and waiting for its probe).
+	Degraded int `json:"degraded"`
+	// SRTTMax and HostDelayMax are the largest smoothed RTT and host
+	// delay among established connections: the worst one, which the
+	// live view (Top, metaroce qps) then names.
+	SRTTMax      int64 `json:"srtt_max_ns"`
+	HostDelayMax int64 `json:"host_delay_max_ns"`
 }
 
 // ConnSnapshot is one connection.
@@ -313,10 +324,17 @@ func (w *walker) step() {
 		a, k := c.PathCounts()
 		s.Conns.PathsActive += a
 		s.Conns.PathsSuspect += k - a
+		cs := c.Stats()
+		if c.State() == transport.StateEstablished {
+			if a < k {
+				s.Conns.Degraded++
+			}
+			s.Conns.SRTTMax = max(s.Conns.SRTTMax, int64(cs.SRTT))
+			s.Conns.HostDelayMax = max(s.Conns.HostDelayMax, int64(cs.HostDelay))
+		}
 		if n <= 0 {
 			continue
 		}
-		cs := c.Stats()
 		b := cs.BytesSent + cs.BytesPlaced
 		switch {
 		case len(w.top) < n:

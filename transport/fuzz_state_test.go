@@ -3,7 +3,6 @@ package transport
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -22,7 +21,8 @@ import (
 // their bounds, and, while nothing was forged, that every placed byte is
 // one the peer sent. At the end the link turns honest and every posted
 // operation must complete within a bounded virtual time and a bounded
-// number of events (liveness: no stall, no spinning timer).
+// number of events (liveness: no stall, no spinning timer), and every
+// stream must take effect again (streamsRecover).
 func FuzzConnection(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -144,13 +144,6 @@ func (z *fz) next() byte {
 	z.pos++
 	return b
 }
-
-// fzStreams asks streams to recover after forgeries too
-// (METAROCE_FUZZ_STREAMS=1). Off by default: issue 22 item 10 is fixed
-// for one lost position at a time, and §14 K19 and K20 name the classes
-// still open, which the fuzzer finds within minutes; CI's run must not
-// fail on them. Without forgeries the check always runs.
-var fzStreams = os.Getenv("METAROCE_FUZZ_STREAMS") == "1"
 
 func fuzzConfig(mode byte) Config {
 	cfg := Config{SendWindow: 64, RecvWindow: 128, MsgWindow: 16, RecvQueue: 16, PathRing: 16,
@@ -725,12 +718,14 @@ func (z *fz) honestEnd() {
 }
 
 // streamsRecover checks that every stream still takes effect at the
-// receiver once the link is honest (issue 22 item 10): each side that is
-// still established sends WRITE_IMM markers on every stream, and the
-// peer must see one of each stream's take effect (its completion reports
-// it), unless the connection ends. While
-// nothing was forged it also requires every SEND that completed at its
-// sender to have completed its receive buffer.
+// receiver once the link is honest, whatever was forged before (issue 22:
+// a stream recovers after any burst of forged or mutated packets ends;
+// §9.1 lost positions): each side that is still established sends
+// WRITE_IMM markers on every stream, and the peer must see one of each
+// stream's take effect (its completion reports it), unless the connection
+// ends or the sender was made to forget PSNs the receiver lacks (§14 K19,
+// below). While nothing was forged it also requires every SEND that
+// completed at its sender to have completed its receive buffer.
 func (z *fz) streamsRecover() {
 	var posted [2]bool
 	for i := range 2 {
@@ -778,9 +773,6 @@ func (z *fz) streamsRecover() {
 		if !z.l.step(start + Time(fzHonestT)) {
 			break
 		}
-	}
-	if z.forged && !fzStreams {
-		return
 	}
 	for i := range 2 {
 		if !posted[i] || z.conn(i) == nil || z.conn(1-i) == nil {

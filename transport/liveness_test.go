@@ -370,6 +370,88 @@ func TestStreamRecoversAfterForgedPSN(t *testing.T) {
 	}
 }
 
+// forgeSteal injects, as from side 0, a complete one-packet WRITE of
+// stream 3 at position seq whose PSN is psn, as a forger that wins the
+// race for that PSN does: side 1 then drops the genuine packet of psn as
+// a duplicate (§13).
+func (l *tlink) forgeSteal(psn wire.PSN, id, seq uint32) {
+	b := l.conns[1]
+	l.inject(0, 0, wire.AppendData(nil, &wire.DataHeader{Opcode: wire.OpWrite, Flags: wire.FlagAckReq,
+		DstConn: b.localID, PSN: psn, MsgID: id, Stream: 3, StreamSeq: seq, MsgLen: 8,
+		RemoteAddr: regionBase, RKey: regionKey, PathID: 1, PathSeq: seq}, make([]byte, 8)), 0)
+}
+
+// immsAt lists the immediates of the WRITE_IMMs that took effect at side i.
+func (l *tlink) immsAt(i int) []uint32 {
+	var imms []uint32
+	for _, c := range l.cq[i] {
+		if c.Op == OpRecvWriteImm {
+			imms = append(imms, c.Imm)
+		}
+	}
+	return imms
+}
+
+// TestStreamRecoversAfterLostRun (§14 K20, narrowed): forged packets take the
+// PSNs of two consecutive positions of a stream, the second PSN of a
+// two-packet message at position 1 and the one PSN of position 2, so
+// position 1 stays incomplete and position 2 never arrives, though every
+// PSN of both has. Position 3 must still take effect: the nearest
+// complete message ahead is the evidence, not only the next position's.
+// (With only position s+1 as evidence the stream stalled for good.)
+func TestStreamRecoversAfterLostRun(t *testing.T) {
+	l := newTLink(t, Config{}, 1<<16)
+	l.connect()
+	a, b := l.conns[0], l.conns[1]
+	c := b.rcv.cum
+	if a.snd.nextPSN != c {
+		t.Fatalf("sender's next PSN %v, receiver's cum %v", a.snd.nextPSN, c)
+	}
+	l.forgeSteal(c+2, 100, 0)
+	l.forgeSteal(c+3, 101, 1)
+	l.run(Time(10*time.Microsecond), nil)
+	sizes := []int{0, a.maxPayload + 1, 0, 0} // PSNs c, c+1..c+2, c+3, c+4
+	for i, n := range sizes {
+		if err := a.PostWrite(&WorkRequest{WRID: uint64(i), HasImm: true, Imm: uint32(i), Local: make([]byte, n),
+			RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.run(Time(100*time.Millisecond), func() bool { return l.done(0, OpWrite) == 4 && l.done(1, OpRecvWriteImm) >= 2 })
+	if imms := l.immsAt(1); len(imms) != 2 || imms[0] != 0 || imms[1] != 3 {
+		t.Fatalf("took effect at the receiver: %v, want [0 3] (1 and 2 lost to forged PSNs); positions lost %d",
+			imms, l.eps[1].stats.StreamPositionsLost)
+	}
+	if n := l.eps[1].stats.StreamPositionsLost; n != 2 {
+		t.Errorf("%d positions counted lost, want 2", n)
+	}
+}
+
+// TestLostRunEvidenceBounded: a forged complete message far ahead of its
+// stream (more than a message window) whose first PSN has arrived is no
+// evidence that the positions before it were lost: taken as such, it
+// would move the stream a million positions on, and every genuine
+// message after it would then fail as already taken effect. Here it
+// takes the PSN of the genuine position 0, which is lost (position 1 is
+// the evidence); positions 1 and 2 must take effect.
+func TestLostRunEvidenceBounded(t *testing.T) {
+	l := newTLink(t, Config{}, 1<<16)
+	l.connect()
+	a, b := l.conns[0], l.conns[1]
+	l.forgeSteal(b.rcv.cum, 100, 1<<20)
+	l.run(Time(10*time.Microsecond), nil)
+	for i := range 3 {
+		if err := a.PostWrite(&WorkRequest{WRID: uint64(i), Stream: 3, HasImm: true, Imm: uint32(i),
+			RemoteAddr: regionBase, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.run(Time(100*time.Millisecond), func() bool { return l.done(0, OpWrite) == 3 && l.done(1, OpRecvWriteImm) >= 2 })
+	if imms, lost := l.immsAt(1), l.eps[1].stats.StreamPositionsLost; len(imms) != 2 || imms[0] != 1 || imms[1] != 2 || lost != 1 {
+		t.Fatalf("took effect at the receiver: %v, want [1 2]; positions lost %d, want 1", imms, lost)
+	}
+}
+
 // TestRNRWaitIsNotSilence (item 17's mechanism): the metaroce controller,
 // a receiver slow to post buffers (one a millisecond) for 40 SENDs of six
 // packets. The sender's packets cycle through RNR holds, so some are in

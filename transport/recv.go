@@ -47,6 +47,9 @@ type recvStream struct {
 	next    uint32 // stream sequence of the next message to take effect
 	pending int    // complete messages waiting for an earlier one
 	stalled bool   // a READ waits for a free response job
+	// near is deadScan's scratch: 1 + the slot of the nearest complete
+	// message ahead of next; 0 outside a scan.
+	near int32
 }
 
 type nackRec struct {
@@ -511,17 +514,32 @@ func (c *Conn) takeEffect(m *recvMsg) bool {
 }
 
 // deadPositions runs when cum has passed the first PSN of a message that
-// waits for the position right before its own. Every PSN of that
-// position then has arrived, so if it is still missing, or its message
-// still incomplete, it lost its packets to packets that took their PSNs
-// first (forged ones, §13: the genuine ones were taken for
-// duplicates). Waiting would stall the stream for good; the positions
-// fail instead (remote invalid request, no effect), and the stream goes
-// on. An honest peer never causes this: its earlier positions are
-// complete by the time cum passes a later one's PSNs, and the scan finds
-// nothing. It is a scan of the message window, run only when cum passes
-// the earliest such PSN.
+// waits for an earlier position of its stream. A sender gives a stream's
+// positions their PSNs in posting order, so once cum has passed the first
+// PSN of a complete message x, every PSN of every position between the
+// stream's next and x has arrived: a position there still missing, or
+// whose message is still incomplete, lost its packets to packets that
+// took their PSNs first (forged ones, §13: the genuine ones were taken
+// for duplicates). Waiting would stall the stream for good; those
+// positions fail instead (remote invalid request, no effect), and the
+// stream goes on. The evidence is the nearest complete message ahead of
+// next, so a complete message further ahead (possibly forged too) never
+// fails one that is complete and merely waits. An honest peer never
+// causes this: its earlier positions are complete by the time cum passes
+// a later one's PSNs, and the scan finds nothing. It is a scan of the
+// message window, run only when cum passes the earliest such PSN, and
+// again while it fails positions (what then took effect may leave the
+// stream waiting before the next gap, whose evidence has arrived too).
 func (c *Conn) deadPositions() {
+	for c.deadScan() {
+	}
+}
+
+// deadScan is one pass of deadPositions: it finds each stream's nearest
+// complete message ahead of its next (in recvStream.near, cleared again
+// before it returns), fails the positions before it whose PSNs have all
+// arrived, and reports whether it failed any.
+func (c *Conn) deadScan() bool {
 	r := &c.rcv
 	r.deadSet = false
 	for i := range r.msgs {
@@ -530,13 +548,27 @@ func (c *Conn) deadPositions() {
 			continue
 		}
 		st := &r.streams[x.stream]
-		if x.streamSeq != st.next+1 || st.stalled {
-			// Only the position right after the one that waits is
-			// evidence: a complete message further ahead may be a
-			// forged one, which would otherwise make every genuine
-			// message up to its position fail.
+		if d := int32(x.streamSeq - st.next); st.stalled || d <= 0 || d > int32(len(r.msgs)) {
+			// A stalled stream waits for a READ job, not for a
+			// position. Evidence more than a message window ahead is
+			// not taken: a forged complete message far ahead would
+			// otherwise move the stream past every genuine position up
+			// to its own, and each of those would then fail when it
+			// came; this way one forged message fails at most
+			// MsgWindow positions.
 			continue
 		}
+		if st.near == 0 || int32(x.streamSeq-r.msgs[st.near-1].streamSeq) < 0 {
+			st.near = int32(i + 1)
+		}
+	}
+	failed := false
+	for i := range r.msgs {
+		x := &r.msgs[i]
+		if !x.inUse || int(x.stream) >= len(r.streams) || r.streams[x.stream].near != int32(i+1) {
+			continue
+		}
+		r.streams[x.stream].near = 0
 		if r.cum.Before(x.low) {
 			if !r.deadSet || x.low.Before(r.deadAt) {
 				r.deadAt, r.deadSet = x.low, true
@@ -544,13 +576,9 @@ func (c *Conn) deadPositions() {
 			continue
 		}
 		c.skipDead(x.stream, x.streamSeq)
-		if r.deadSet {
-			continue
-		}
-		// What took effect may have made the next position's message
-		// evidence in turn; look again when cum next moves.
-		r.deadAt, r.deadSet = r.cum, true
+		failed = true
 	}
+	return failed
 }
 
 // skipDead fails the positions of stream before upto that have not taken
@@ -559,12 +587,16 @@ func (c *Conn) skipDead(stream uint16, upto uint32) {
 	r := &c.rcv
 	st := &r.streams[stream]
 	for int32(st.next-upto) < 0 && !st.stalled {
-		m := r.atPosition(stream, st.next)
+		// Positions with no message pass in one step: one scan a
+		// message, however far ahead upto is.
+		m := r.firstAhead(stream, st.next, upto)
 		if m == nil {
-			c.ep.stats.StreamPositionsLost++
-			st.next++
-			continue
+			c.ep.stats.StreamPositionsLost += uint64(upto - st.next)
+			st.next = upto
+			break
 		}
+		c.ep.stats.StreamPositionsLost += uint64(m.streamSeq - st.next)
+		st.next = m.streamSeq
 		if !m.complete {
 			c.ep.stats.StreamPositionsLost++
 			m.status, m.dst, m.complete = StatusRemoteInvalid, nil, true
@@ -576,21 +608,26 @@ func (c *Conn) skipDead(stream uint16, upto uint32) {
 	if st.stalled {
 		return
 	}
-	if m := r.atPosition(stream, st.next); m != nil && m.complete {
+	if m := r.firstAhead(stream, st.next, st.next+1); m != nil && m.complete {
 		st.pending--
 		c.deliverRecvStream(stream, m)
 	}
 }
 
-// atPosition is the message at stream position seq not yet taken effect.
-func (r *receiver) atPosition(stream uint16, seq uint32) *recvMsg {
+// firstAhead is the message of stream not yet taken effect with the
+// earliest position in [from, upto), or nil.
+func (r *receiver) firstAhead(stream uint16, from, upto uint32) *recvMsg {
+	var best *recvMsg
 	for i := range r.msgs {
 		x := &r.msgs[i]
-		if x.inUse && !x.delivered && x.stream == stream && x.streamSeq == seq {
-			return x
+		if !x.inUse || x.delivered || x.stream != stream {
+			continue
+		}
+		if d := x.streamSeq - from; d < upto-from && (best == nil || d < best.streamSeq-from) {
+			best = x
 		}
 	}
-	return nil
+	return best
 }
 
 // retryStalled resumes streams whose READ waited for a response job.

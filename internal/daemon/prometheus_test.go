@@ -24,7 +24,7 @@ import (
 // namespace scraping both (the first on its loopback, the second across
 // the switch), an application's WRITEs between them, then PromQL over Prometheus' HTTP API:
 // the per-queue series show the packets moved and no drops on the clean
-// link, and the per-path series show the connection's paths.
+// link, and the engine's path counts show the connection's paths.
 func TestPrometheusScrapesDaemons(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, XDP and AF_XDP")
@@ -195,8 +195,13 @@ scrape_configs:
 	if v := query(pathsQ); len(v) != 1 || v[0].value(t) != 16 {
 		t.Errorf("%s = %v, want the connection's 16 paths", pathsQ, v)
 	}
-	if v := query(fmt.Sprintf(`max_over_time(metaroce_connection_paths{instance=%q,state="active"}[5m])`, addrA)); len(v) == 0 {
-		t.Errorf("no per-connection path series")
+	// The connection's RTT, in the engine's summary (no series names a
+	// connection: telemetry's package doc).
+	if v := query(last(fmt.Sprintf(`metaroce_connection_srtt_max_seconds{instance=%q}`, addrA))); len(v) != 1 || v[0].value(t) <= 0 {
+		t.Errorf("writer: largest connection RTT %v, want one series above 0", v)
+	}
+	if v := query(fmt.Sprintf(`count({__name__=~"metaroce_.*",instance=%q,conn!=""})`, addrA)); len(v) != 0 {
+		t.Errorf("series naming a connection: %v", v)
 	}
 	cancel()
 }
