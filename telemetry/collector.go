@@ -183,6 +183,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, voidReceived, t.VoidReceived, l...)
 	counter(ch, pathsSuspected, t.PathsSuspected, l...)
 	counter(ch, pathsRestored, t.PathsRestored, l...)
+	counter(ch, planesDown, t.PlanesDown, l...)
+	counter(ch, planesUp, t.PlanesUp, l...)
 	counter(ch, repaths, t.PathsRetired, l...)
 	counter(ch, pathTimeouts, t.PathTimeouts, l...)
 	counter(ch, pathsSlow, t.PathsSlow, l...)
@@ -202,6 +204,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	}
 	gauge(ch, paths, float64(e.Conns.PathsActive), with("active")...)
 	gauge(ch, paths, float64(e.Conns.PathsSuspect), with("suspect")...)
+	gauge(ch, planesDownNow, float64(e.Conns.PlanesDown), l...)
 	for i := range e.Top {
 		collectConn(ch, e, &e.Top[i])
 	}
@@ -226,6 +229,9 @@ func collectConn(ch chan<- prometheus.Metric, e *EngineSnapshot, c *ConnSnapshot
 	gauge(ch, connHostDelay, seconds(uint64(c.HostDelay)), l...)
 	gauge(ch, connPaths, float64(c.PathsActive), with("active")...)
 	gauge(ch, connPaths, float64(c.PathsSuspect), with("suspect")...)
+	for _, p := range c.Planes {
+		gauge(ch, connPlaneActive, float64(p.ActivePaths), with(strconv.Itoa(p.Plane))...)
+	}
 	gauge(ch, connPathSRTTMin, seconds(uint64(c.PathSRTTMin)), l...)
 	gauge(ch, connPathSRTTMax, seconds(uint64(c.PathSRTTMax)), l...)
 	if cc := c.Congestion; cc != nil {

@@ -150,20 +150,59 @@ func (c *Conn) fromPeer(from netip.Addr) bool {
 }
 
 // Planes returns the planes the connection sprays over (U of §7.9; [0]
-// for a connection without plane addresses) and the peer's address on
-// each, appended to dst.
+// for a connection without plane addresses, or the Config.Planes planes
+// of an endpoint without plane addresses), the peer's address on each and
+// the plane's health (§8.7.4), appended to dst. Call on the owner.
 func (c *Conn) Planes(dst []PlaneInfo) []PlaneInfo {
-	if c.planes.n == 0 {
-		return append(dst, PlaneInfo{Plane: 0, Peer: c.peer})
+	start := len(dst)
+	switch {
+	case c.planes.n > 0:
+		for _, p := range c.planes.list[:c.planes.n] {
+			dst = append(dst, PlaneInfo{Plane: int(p), Peer: c.planeDst(p)})
+		}
+	default:
+		for p := range min(c.ep.cfg.Planes, MaxPlanes) {
+			dst = append(dst, PlaneInfo{Plane: p, Peer: c.peer})
+		}
 	}
-	for _, p := range c.planes.list[:c.planes.n] {
-		dst = append(dst, PlaneInfo{Plane: int(p), Peer: c.planeDst(p)})
+	s := &c.snd
+	for i := range dst[start:] {
+		pi := &dst[start+i]
+		for k := range s.paths {
+			if int(s.paths[k].plane) == pi.Plane {
+				pi.Paths++
+				if s.paths[k].state == pathActive {
+					pi.ActivePaths++
+				}
+			}
+		}
+		if pi.Plane < MaxPlanes && s.planeDown[pi.Plane] {
+			pi.Down, pi.DownSince = true, s.planeDownAt[pi.Plane]
+		}
 	}
 	return dst
+}
+
+// PlanesDown is how many of the connection's planes are down (§8.7.4).
+// It does not allocate: telemetry calls it for every connection.
+func (c *Conn) PlanesDown() int {
+	n := 0
+	for _, d := range c.snd.planeDown {
+		if d {
+			n++
+		}
+	}
+	return n
 }
 
 // PlaneInfo is one plane of a connection.
 type PlaneInfo struct {
 	Plane int
-	Peer  netip.Addr
+	Peer  netip.Addr // the peer's address on the plane
+	// Paths is how many of the connection's paths are on the plane,
+	// ActivePaths how many of them carry data; Down: none does (every
+	// one is suspect, §8.7.4), since DownSince (the endpoint's clock).
+	Paths, ActivePaths int
+	Down               bool
+	DownSince          Time
 }

@@ -230,10 +230,11 @@ func TestPlanesSpray(t *testing.T) {
 	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 8<<20)
 	n.connect()
 	for i, want := range [][]PlaneInfo{
-		{{0, n.addrs[1][0]}, {1, n.addrs[1][1]}},
-		{{0, n.addrs[0][0]}, {1, n.addrs[0][1]}},
+		{{Plane: 0, Peer: n.addrs[1][0]}, {Plane: 1, Peer: n.addrs[1][1]}},
+		{{Plane: 0, Peer: n.addrs[0][0]}, {Plane: 1, Peer: n.addrs[0][1]}},
 	} {
-		if got := planeInfo(n.conns[i]); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		if got := planeInfo(n.conns[i]); len(got) != 2 || got[0].Plane != want[0].Plane || got[0].Peer != want[0].Peer ||
+			got[1].Plane != want[1].Plane || got[1].Peer != want[1].Peer {
 			t.Fatalf("endpoint %d planes %v, want %v", i, got, want)
 		}
 	}
@@ -307,7 +308,7 @@ func TestPlanesMissingPlane(t *testing.T) {
 	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1", "10.2.0.1"}, {"10.0.0.2", "", "10.2.0.2"}}, 1<<20)
 	n.connect()
 	got := planeInfo(n.conns[0])
-	if len(got) != 2 || got[0].Plane != 0 || got[1] != (PlaneInfo{2, n.addrs[1][2]}) {
+	if len(got) != 2 || got[0].Plane != 0 || got[1].Plane != 2 || got[1].Peer != n.addrs[1][2] {
 		t.Fatalf("planes %v, want 0 and 2", got)
 	}
 	n.write(pattern(512<<10, 7), 0)
@@ -338,7 +339,11 @@ func TestPlanesWrongAddress(t *testing.T) {
 
 // TestPlaneDeadMidTransfer: plane 1 goes dark in the middle of a series of
 // WRITEs; every WRITE still completes intact, and once its paths are
-// suspect plane 1 carries probes, not data.
+// suspect plane 1 is down (§8.7.4) and carries probes, not data. When it
+// answers again, the first restored path brings the plane up and every
+// other path of it is probed at once: the whole plane is back within one
+// MaxProbeInterval and a few round trips, not one backed-off interval per
+// path.
 func TestPlaneDeadMidTransfer(t *testing.T) {
 	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
 	n.connect()
@@ -354,8 +359,34 @@ func TestPlaneDeadMidTransfer(t *testing.T) {
 	if n.probe[0][1] == probes {
 		t.Fatalf("the dead plane was not probed")
 	}
+	pl := planeInfo(n.conns[0])
+	if !pl[1].Down || pl[1].ActivePaths != 0 || pl[0].Down || pl[0].ActivePaths != pl[0].Paths || n.eps[0].Stats().PlanesDown != 1 {
+		t.Fatalf("planes %+v, %d planes down; want plane 1 down, plane 0 whole", pl, n.eps[0].Stats().PlanesDown)
+	}
+	// Let the probes back off to MaxProbeInterval, then restore.
+	n.run(Time(100*time.Millisecond), nil)
+	// Put every path of plane 1 but its first 40 ms out of phase with it, as paths whose faults began at different times
+	// would be; the plane's return must not wait for each one's turn.
+	first := true
+	for i := range n.conns[0].snd.paths {
+		if p := &n.conns[0].snd.paths[i]; p.plane == 1 {
+			if !first {
+				p.probeInterval, p.probeAt = 40*time.Millisecond, n.now+Time(40*time.Millisecond)
+			}
+			first = false
+		}
+	}
 	n.dead[1] = false
-	n.run(Time(50*time.Millisecond), nil)
+	restored := n.now
+	cfg := n.eps[0].Config()
+	for planeInfo(n.conns[0])[1].ActivePaths < planeInfo(n.conns[0])[1].Paths && n.now-restored < Time(time.Second) {
+		n.run(Time(100*time.Microsecond), nil)
+	}
+	took := time.Duration(n.now - restored)
+	t.Logf("plane 1 whole again %v after it answered (MaxProbeInterval %v)", took, cfg.MaxProbeInterval)
+	if took > cfg.MaxProbeInterval+2*time.Millisecond || n.eps[0].Stats().PlanesUp != 1 {
+		t.Fatalf("plane 1's paths all active %v after the plane answered again, %d planes up", took, n.eps[0].Stats().PlanesUp)
+	}
 	n.write(pattern(4<<20, 6), 8<<20)
 	if n.sent[0][1] == before {
 		t.Fatalf("plane 1 carried no data after it came back")

@@ -44,6 +44,9 @@ type Stats struct {
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
 	PathsSuspected, PathsRestored             uint64
+	// PlanesDown and PlanesUp count a connection's planes going down
+	// (every path on the plane suspect) and coming back (§8.7.4).
+	PlanesDown, PlanesUp uint64
 	PathsRetired                              uint64 // entropy values replaced (repaths)
 	PathTimeouts, PathsSlow                   uint64
 	ProbesSent, ProbesReceived                uint64
