@@ -64,12 +64,19 @@ func runPlaneStream(f *testnet.Planes, o planesOpts, mptcp bool) (*StreamResult,
 		}
 	}
 	addr := netip.AddrPortFrom(dst, 18700)
+	// MPTCP listens on every address: a subflow's MP_JOIN SYN goes to the
+	// address the receiver announced on its plane, and only a listener
+	// bound there (or to all) takes it.
+	laddr := addr.String()
+	if mptcp {
+		laddr = fmt.Sprintf(":%d", addr.Port())
+	}
 	var ln net.Listener
 	if err := b.Do(func() error {
 		var lc net.ListenConfig
 		lc.SetMultipathTCP(mptcp)
 		var err error
-		ln, err = lc.Listen(context.Background(), "tcp", addr.String())
+		ln, err = lc.Listen(context.Background(), "tcp", laddr)
 		return err
 	}); err != nil {
 		return res, err
