@@ -233,6 +233,16 @@ func (l *PlaneLink) Info() LinkInfo {
 	return inf
 }
 
+// ClosePoll releases only the plane link's own descriptor (the epoll
+// set), for a daemon whose planes' links are closed by their owner (the
+// AF_XDP interfaces close their sockets).
+func (l *PlaneLink) ClosePoll() {
+	if l.epfd >= 0 {
+		unix.Close(l.epfd)
+		l.epfd = -1
+	}
+}
+
 // Close closes every plane's link.
 func (l *PlaneLink) Close() error {
 	var first error

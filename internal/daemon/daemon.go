@@ -457,6 +457,9 @@ func (d *Daemon) close() {
 		case !en.afxdp():
 			en.link.Close()
 		}
+		if pl, ok := en.link.(*dataplane.PlaneLink); ok && en.afxdp() {
+			pl.ClosePoll() // the interfaces close the sockets
+		}
 		for _, x := range en.planeXDP {
 			x.Close()
 		}
