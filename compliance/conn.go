@@ -43,6 +43,9 @@ type connOpts struct {
 	from       netip.Addr
 	token      uint64 // the service's token (§7.3); the target's services are public
 	private    []byte // private data of the CONNECT
+	// planes are the suite's addresses on its planes 1.. (§7.9), announced
+	// in the CONNECT; a zero Addr announces no address on that plane.
+	planes []netip.Addr
 }
 
 // Conn is the suite's end of one connection to the target.
@@ -147,6 +150,12 @@ func (c *Conn) connectHeader(o connOpts, cookie [wire.CookieLen]byte) wire.ConnH
 		RecvWindow: o.recvWindow, MaxPayload: o.maxPayload, MsgWindow: o.msgWindow, Paths: suitePaths,
 		Timestamp: stamp(), Cookie: cookie, Token: o.token, ResetToken: c.resetTok}
 	h.SetPrivate(o.private)
+	h.PlaneAddrs = uint16(len(o.planes))
+	for i, a := range o.planes {
+		if a.IsValid() {
+			h.Planes[i] = a.As16()
+		}
+	}
 	return h
 }
 

@@ -3,7 +3,7 @@ package compliance
 import "slices"
 
 // Cases is the whole suite, grouped by part of the spec.
-var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, seqCases, recvCases, senderCases, vectorCases())
+var Cases = slices.Concat(commonCases, dataCases, ackCases, nackCases, connCases, planeCases, seqCases, recvCases, senderCases, vectorCases())
 
 // ClauseTitles names the clauses of docs/spec.md that cases cite (the
 // spec-and-suite test checks them against the headings).
@@ -20,6 +20,7 @@ var ClauseTitles = map[string]string{
 	"7.1": "Layout", "7.2": "Parameters", "7.3": "State machine and handshake", "7.4": "Cookie",
 	"7.5": "Reject and reset reasons", "7.6": "Unknown and stale connection ids", "7.7": "Teardown",
 	"7.8": "Stateless replies",
+	"7.9": "Planes",
 	"8.1": "PSNs and per-path sequence numbers", "8.2": "Receiver", "8.3.1": "Cumulative acknowledgement",
 	"8.3.2": "Per-path scan", "8.4": "Retransmission timeout", "8.5": "Windows, paths and retransmission",
 	"8.9.3": "The receiver's rate hint",

@@ -553,7 +553,7 @@ func (e *Engine) flush(now transport.Time) bool {
 			if !ok {
 				break
 			}
-			p.Len, p.Dst, p.SrcPort, p.Control = d.Len, d.Dst, d.SrcPort, d.Control
+			p.Len, p.Dst, p.SrcPort, p.Control, p.Plane = d.Len, d.Dst, d.SrcPort, d.Control, d.Plane
 			n++
 		}
 		for i := n; i < k; i++ {

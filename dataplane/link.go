@@ -30,7 +30,10 @@ type TxPacket struct {
 	Dst     netip.Addr
 	SrcPort uint16 // path entropy
 	Control bool   // ack, nack or connection packet: the control DSCP
-	Handle  uint64
+	// Plane is the plane the packet leaves on (transport.Datagram.Plane,
+	// docs/spec.md §7.9); only a PlaneLink reads it.
+	Plane  uint8
+	Handle uint64
 }
 
 // LinkInfo says what a link is, for logs and the demo's JSON.

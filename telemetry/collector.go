@@ -185,6 +185,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, voidReceived, t.VoidReceived, l...)
 	counter(ch, pathsSuspected, t.PathsSuspected, l...)
 	counter(ch, pathsRestored, t.PathsRestored, l...)
+	counter(ch, planesDown, t.PlanesDown, l...)
+	counter(ch, planesUp, t.PlanesUp, l...)
 	counter(ch, repaths, t.PathsRetired, l...)
 	counter(ch, pathTimeouts, t.PathTimeouts, l...)
 	counter(ch, pathsSlow, t.PathsSlow, l...)
@@ -207,6 +209,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	gauge(ch, connsDegraded, float64(e.Conns.Degraded), l...)
 	gauge(ch, connSRTTMax, seconds(uint64(e.Conns.SRTTMax)), l...)
 	gauge(ch, connHostDelayMax, seconds(uint64(e.Conns.HostDelayMax)), l...)
+	gauge(ch, planesDownNow, float64(e.Conns.PlanesDown), l...)
 }
 
 // histogram converts a transport.Histogram (nanoseconds, per-bucket

@@ -128,6 +128,9 @@ type ConnSummary struct {
 	// live view (Top, metaroce qps) then names.
 	SRTTMax      int64 `json:"srtt_max_ns"`
 	HostDelayMax int64 `json:"host_delay_max_ns"`
+	// PlanesDown sums the connections' planes that are down (every path
+	// on them suspect, docs/spec.md §8.7.4).
+	PlanesDown int `json:"planes_down"`
 }
 
 // ConnSnapshot is one connection.
@@ -164,6 +167,22 @@ type ConnSnapshot struct {
 
 	Congestion *congestion.State `json:"congestion,omitempty"`
 	Paths      []PathSnapshot    `json:"paths,omitempty"`
+	// Planes: the planes the connection sprays over, when more than one
+	// (docs/spec.md §7.9).
+	Planes []PlaneSnapshot `json:"planes,omitempty"`
+}
+
+// PlaneSnapshot is one plane of a connection: the peer's address on it,
+// its paths, how many of them carry data, and whether it is down (none
+// does, §8.7.4) and for how long.
+type PlaneSnapshot struct {
+	Plane       int    `json:"plane"`
+	Peer        string `json:"peer"`
+	Paths       int    `json:"paths"`
+	ActivePaths int    `json:"active_paths"`
+	Down        bool   `json:"down"`
+	// DownFor is how long the plane has been down, at the snapshot.
+	DownFor int64 `json:"down_for_ns,omitempty"`
 }
 
 // Bytes is what ranks connections: bytes sent plus bytes placed.
@@ -332,6 +351,7 @@ func (w *walker) step() {
 			s.Conns.SRTTMax = max(s.Conns.SRTTMax, int64(cs.SRTT))
 			s.Conns.HostDelayMax = max(s.Conns.HostDelayMax, int64(cs.HostDelay))
 		}
+		s.Conns.PlanesDown += c.PlanesDown()
 		if n <= 0 {
 			continue
 		}
@@ -358,7 +378,7 @@ func (w *walker) finish() {
 		var paths []transport.PathInfo
 		for i, c := range w.top {
 			paths = c.Paths(paths[:0])
-			w.s.Top[i] = connSnapshot(c, paths, w.opts.Paths)
+			w.s.Top[i] = connSnapshot(c, paths, w.opts.Paths, w.en.Engine.Now())
 		}
 		sortTop(w.s.Top)
 	}
@@ -374,7 +394,7 @@ func argmin(v []uint64) int {
 	return m
 }
 
-func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool) ConnSnapshot {
+func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool, now transport.Time) ConnSnapshot {
 	st := c.Stats()
 	cs := ConnSnapshot{ID: c.LocalID(), PeerID: c.PeerID(), Peer: c.Peer().String(), State: c.State().String(),
 		Sent: st.DataSent, Retx: st.Retransmitted, Acked: st.Acked, Lost: st.Lost, Timeouts: st.Timeouts,
@@ -402,6 +422,15 @@ func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool)
 	}
 	if cc, ok := c.Congestion(); ok {
 		cs.Congestion = &cc
+	}
+	if pl := c.Planes(nil); len(pl) > 1 {
+		for _, p := range pl {
+			ps := PlaneSnapshot{Plane: p.Plane, Peer: p.Peer.String(), Paths: p.Paths, ActivePaths: p.ActivePaths, Down: p.Down}
+			if p.Down && now > p.DownSince {
+				ps.DownFor = int64(now - p.DownSince)
+			}
+			cs.Planes = append(cs.Planes, ps)
+		}
 	}
 	return cs
 }

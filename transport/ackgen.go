@@ -114,7 +114,7 @@ func (c *Conn) buildControl(now Time, buf []byte) int {
 		r.nackHead = (r.nackHead + 1) % len(r.nacks)
 		r.nackCount--
 		if int(n.path) < len(r.paths) && r.paths[n.path] != nil {
-			r.lastEntropy, r.lastPlane = r.paths[n.path].entropy, uint8(int(n.path)%c.ep.cfg.Planes)
+			r.lastEntropy, r.lastPlane = r.paths[n.path].entropy, c.pathPlane(int(n.path))
 		}
 		h := wire.NackHeader{DstConn: c.peerID, PSN: n.psn, PathID: n.path, Reason: n.reason,
 			PathSeq: n.seq, CumPSN: r.cum, EchoTimestamp: n.ts, Info: n.info}
@@ -128,7 +128,7 @@ func (c *Conn) buildControl(now Time, buf []byte) int {
 			r.ackQ, r.ackHead = r.ackQ[:0], 0
 		}
 		p.queued = false
-		r.lastEntropy, r.lastPlane = p.entropy, uint8(int(p.id)%c.ep.cfg.Planes)
+		r.lastEntropy, r.lastPlane = p.entropy, c.pathPlane(int(p.id))
 		h := wire.AckHeader{DstConn: c.peerID, CumPSN: r.cum, PathID: p.id, CECount: p.ce,
 			PathAckSeq: p.highest, EchoPSN: p.echoPSN, EchoTimestamp: p.echoTS,
 			RateHint: c.rateHint(), Credit: uint32(r.window), AckDelay: uint32(max(0, now-p.arrived))}

@@ -54,6 +54,9 @@ type Conn struct {
 	localID uint32
 	peerID  uint32
 	peer    netip.Addr
+	// planes: the planes the connection sprays over and the peer's
+	// address on each (planes.go, §7.9).
+	planes  connPlanes
 	service uint32
 	mem     Memory
 	initPSN wire.PSN // the first PSN we send, announced in CONNECT/ACCEPT

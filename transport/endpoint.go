@@ -31,7 +31,10 @@ type Datagram struct {
 type Endpoint struct {
 	cfg   Config
 	local netip.Addr
-	rng   *rand.Rand
+	// planeAddrs: the endpoint's address on each plane, [0] = local
+	// (planes.go); nil for one plane or none known.
+	planeAddrs []netip.Addr
+	rng        *rand.Rand
 	// rxArrival is the arrival time of the packet ReceiveAt is handing
 	// in (arrival.go), 0 outside it.
 	rxArrival Time
@@ -237,6 +240,9 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
 	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64(), take(&c.ep.spareSend))
+	for i := range c.snd.paths {
+		c.snd.paths[i].plane = c.pathPlane(i) // §8.7.1, §7.9
+	}
 	c.snd.mp = c.maxPayload
 	if cfg.Congestion != CongestionNone {
 		cc := congestion.Defaults
@@ -303,7 +309,7 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 		e.replyReset(now, from, p.Prefix().DstConn())
 		return
 	}
-	if c.peer != from {
+	if !c.fromPeer(from) {
 		e.stats.RxWrongPeer++
 		return
 	}
@@ -344,7 +350,7 @@ func (e *Endpoint) versionMismatch(from netip.Addr, pkt []byte) {
 		return
 	}
 	c := e.conns[binary.BigEndian.Uint32(pkt[4:8])]
-	if c == nil || c.peer != from || c.state != StateEstablished {
+	if c == nil || !c.fromPeer(from) || c.state != StateEstablished {
 		return
 	}
 	var psn uint32
@@ -391,10 +397,10 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 		d := Datagram{Dst: c.peer, SrcPort: e.cfg.EntropyMin, Len: n, Control: ctl}
 		if pi >= 0 {
 			p := &c.snd.paths[pi]
-			d.SrcPort, d.Plane = p.entropy, p.plane
+			d.SrcPort, d.Plane, d.Dst = p.entropy, p.plane, c.planeDst(p.plane)
 		}
 		if pi == ackPath {
-			d.SrcPort, d.Plane = c.rcv.lastEntropy, c.rcv.lastPlane
+			d.SrcPort, d.Plane, d.Dst = c.rcv.lastEntropy, c.rcv.lastPlane, c.planeDst(c.rcv.lastPlane)
 		}
 		e.stats.TxPackets++
 		e.stats.TxBytes += uint64(n)

@@ -81,6 +81,7 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 		h.MaxPayload = uint16(cfg.MaxPayload())
 		h.ResetToken = c.resetToken
 		h.SetPrivate(c.priv.bytes())
+		c.ep.putPlanes(&h)
 		if c.ctlOwed == wire.OpConnect {
 			h.DstConn = 0
 			h.Cookie = c.cookie
@@ -254,6 +255,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		c.rcv.cum = p.InitialPSN()
 		copy(c.peerReset[:], p.ResetToken())
 		c.peerPriv.set(p.Private())
+		c.learnPlanes(p)
 		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 		c.heard(now) // the ACCEPT: arms the keepalive (keepalive.go)
 		c.ctlDeadline, c.ctlOwed = 0, 0
@@ -369,6 +371,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 	c.rcv.cum = p.InitialPSN()
 	copy(c.peerReset[:], p.ResetToken())
 	c.peerPriv.set(p.Private())
+	c.learnPlanes(p)
 	e.byPeer[key] = c
 	if l.deferred {
 		// The application decides (Accept or Reject); until then the

@@ -327,6 +327,61 @@ func (s *sender) rebuildActive() {
 	}
 }
 
+// Plane health (§8.7.4): a plane is down when every path on it is suspect,
+// up again when one of its paths is restored. The sender keeps, per
+// plane, how many of its paths are active; planeHealth runs after every
+// path transition.
+
+// planeHealth recounts the active paths per plane, notes the planes that
+// went down or came back, and, for a plane that came back, has every other
+// path on it probed now, from a fresh probe interval: the plane answers
+// again, so its paths are likely alive, and waiting out each one's
+// backed-off interval (up to MaxProbeInterval) would keep the plane's
+// capacity idle that long.
+func (c *Conn) planeHealth(now Time) {
+	s := &c.snd
+	var active, total [MaxPlanes]uint16
+	for i := range s.paths {
+		p := &s.paths[i]
+		if int(p.plane) >= MaxPlanes {
+			continue
+		}
+		total[p.plane]++
+		if p.state == pathActive {
+			active[p.plane]++
+		}
+	}
+	for pl := range MaxPlanes {
+		if total[pl] == 0 {
+			continue
+		}
+		down := active[pl] == 0
+		if down == s.planeDown[pl] {
+			continue
+		}
+		s.planeDown[pl] = down
+		if down {
+			s.planeDownAt[pl] = now
+			c.ep.stats.PlanesDown++
+			continue
+		}
+		c.ep.stats.PlanesUp++
+		for i := range s.paths {
+			p := &s.paths[i]
+			if int(p.plane) == pl && p.state == pathSuspect {
+				p.retirements, p.probesSent = 0, 0
+				p.probeInterval = c.probeInterval()
+				p.probeAt = now
+			}
+		}
+		// Only an ack restores a path, and the receive path reschedules
+		// the connection after it: the health loop then runs at once.
+		if s.pathTimer == 0 || s.pathTimer > now {
+			s.pathTimer = now
+		}
+	}
+}
+
 // healthOn reports whether paths are judged at all: with one path there is
 // nowhere else to go, and the rocev2 baseline never repaths.
 func (c *Conn) healthOn() bool {
@@ -342,7 +397,7 @@ func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
 	if p.state == pathSuspect && probe {
 		p.probesOK++
 		if p.probesOK >= c.ep.cfg.RestoreProbes {
-			c.restorePath(p)
+			c.restorePath(p, now)
 		}
 	}
 }
@@ -390,14 +445,16 @@ func (c *Conn) suspectPath(p *sendPath, now Time) {
 	p.probeAt = now
 	c.snd.rebuildActive()
 	c.ep.stats.PathsSuspected++
+	c.planeHealth(now)
 }
 
-func (c *Conn) restorePath(p *sendPath) {
+func (c *Conn) restorePath(p *sendPath, now Time) {
 	p.state = pathActive
 	p.lossRun, p.lossRate, p.retirements = 0, 0, 0
 	p.probeInterval = 0
 	c.snd.rebuildActive()
 	c.ep.stats.PathsRestored++
+	c.planeHealth(now)
 }
 
 // retirePath gives p a fresh entropy value; it stays suspect until probes

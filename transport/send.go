@@ -83,6 +83,11 @@ type streamQ struct {
 }
 
 type sender struct {
+	// planeDown: the planes whose every path is suspect, and since when
+	// (planeHealth, §8.7.4).
+	planeDown   [MaxPlanes]bool
+	planeDownAt [MaxPlanes]Time
+
 	nextPSN wire.PSN
 	una     wire.PSN // oldest PSN not acked
 	pkts    []pktRec

@@ -44,17 +44,20 @@ type Stats struct {
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
 	PathsSuspected, PathsRestored             uint64
-	PathsRetired                              uint64 // entropy values replaced (repaths)
-	PathTimeouts, PathsSlow                   uint64
-	ProbesSent, ProbesReceived                uint64
-	SequenceNacks                             uint64 // go-back-N receivers (rocev2 mode)
-	OutOfOrderDropped                         uint64 // dropped by a go-back-N receiver
-	ChallengesSent, ResetsSent, RejectsSent   uint64
-	ReplyRateLimited                          uint64
-	ConnRequests                              uint64 // connections held Pending for a deferring listener
-	ConnsAccepted, ConnsFailed, ConnsClosed   uint64
-	MessagesCompleted, MessagesFailed         uint64
-	RecvCompleted                             uint64
+	// PlanesDown and PlanesUp count a connection's planes going down
+	// (every path on the plane suspect) and coming back (§8.7.4).
+	PlanesDown, PlanesUp                    uint64
+	PathsRetired                            uint64 // entropy values replaced (repaths)
+	PathTimeouts, PathsSlow                 uint64
+	ProbesSent, ProbesReceived              uint64
+	SequenceNacks                           uint64 // go-back-N receivers (rocev2 mode)
+	OutOfOrderDropped                       uint64 // dropped by a go-back-N receiver
+	ChallengesSent, ResetsSent, RejectsSent uint64
+	ReplyRateLimited                        uint64
+	ConnRequests                            uint64 // connections held Pending for a deferring listener
+	ConnsAccepted, ConnsFailed, ConnsClosed uint64
+	MessagesCompleted, MessagesFailed       uint64
+	RecvCompleted                           uint64
 	// RxCE counts data packets that arrived with a CE mark in their IP
 	// header; CEEchoed the CE marks the peers' acks reported back for our
 	// data (the sender's view of the same marks).

@@ -28,6 +28,14 @@ const (
 	// bytes) with the largest conn packet still 152 bytes, and the copy a
 	// listener keeps per connection (to repeat its ACCEPT, §7.3) small.
 	MaxPrivateData = 64
+	// MaxPlaneAddrs bounds the plane addresses of a CONNECT or ACCEPT
+	// (§7.9): a host of up to 8 planes names its planes 1..7 (plane 0's
+	// address is the packet's source), so the largest conn packet is 264
+	// bytes.
+	MaxPlaneAddrs = 7
+	// PlaneAddrLen is the size of one plane address: IPv6, or IPv4 in its
+	// IPv4-mapped form, as the cookie takes addresses (§7.4).
+	PlaneAddrLen = 16
 )
 
 // ConnReason explains a REJECT or RESET (§7.5).
@@ -73,6 +81,23 @@ func (c Conn) ResetToken() []byte { return c[cResetToken : cResetToken+ResetToke
 // AppReason is the application's reason in a REJECT APPLICATION (§7.5).
 func (c Conn) AppReason() uint16 { return binary.BigEndian.Uint16(c[cAppReason:]) }
 
+// PlaneAddrs is the number of plane addresses after the private data of
+// a CONNECT or ACCEPT (§7.9): the field that is AppReason in a REJECT.
+// Other opcodes carry none.
+func (c Conn) PlaneAddrs() int {
+	if !carriesPlanes(c.Opcode()) {
+		return 0
+	}
+	return int(binary.BigEndian.Uint16(c[cAppReason:]))
+}
+
+// PlaneAddr is the sender's address on plane i+1 (16 bytes; all zero:
+// it has none there), i < PlaneAddrs.
+func (c Conn) PlaneAddr(i int) []byte {
+	o := ConnLen + c.PrivateLen() + i*PlaneAddrLen
+	return c[o : o+PlaneAddrLen]
+}
+
 // PrivateLen is the length of the private data after the fixed header.
 func (c Conn) PrivateLen() int { return int(binary.BigEndian.Uint16(c[cPrivateLen:])) }
 
@@ -99,12 +124,18 @@ const MaxRecvWindow = 1 << 16
 // carriesPrivate reports whether op may carry private data (§7.1).
 func carriesPrivate(op Opcode) bool { return op == OpConnect || op == OpAccept || op == OpReject }
 
+// carriesPlanes reports whether op may carry plane addresses (§7.9).
+func carriesPlanes(op Opcode) bool { return op == OpConnect || op == OpAccept }
+
 func (c Conn) validate(n int) error {
 	pl := c.PrivateLen()
-	if n != ConnLen+pl+TrailerLen {
+	if n != ConnLen+pl+c.PlaneAddrs()*PlaneAddrLen+TrailerLen {
 		return ErrLength
 	}
 	if pl > MaxPrivateData || pl != 0 && !carriesPrivate(c.Opcode()) {
+		return ErrField
+	}
+	if c.PlaneAddrs() > MaxPlaneAddrs {
 		return ErrField
 	}
 	switch c.Opcode() {
@@ -145,9 +176,22 @@ type ConnHeader struct {
 	Cookie     [CookieLen]byte
 	Token      uint64
 	ResetToken [ResetTokenLen]byte
-	AppReason  uint16
+	AppReason  uint16 // REJECT; CONNECT and ACCEPT write PlaneAddrs in its place
 	PrivateLen uint16 // bytes of Private used, at most MaxPrivateData
 	Private    [MaxPrivateData]byte
+	// PlaneAddrs (CONNECT, ACCEPT) is how many of Planes are sent, at
+	// most MaxPlaneAddrs: the sender's addresses on its planes 1..
+	// PlaneAddrs (§7.9). 0, a single-plane sender's, adds no bytes.
+	PlaneAddrs uint16
+	Planes     [MaxPlaneAddrs][PlaneAddrLen]byte
+}
+
+// planeAddrs is how many plane addresses Put writes.
+func (h *ConnHeader) planeAddrs() int {
+	if !carriesPlanes(h.Opcode) {
+		return 0
+	}
+	return int(min(h.PlaneAddrs, MaxPlaneAddrs))
 }
 
 // SetPrivate copies p (at most MaxPrivateData bytes; more are cut) into
@@ -159,12 +203,15 @@ func (h *ConnHeader) SetPrivate(p []byte) {
 }
 
 // Len is the size of the packet Put writes, trailer included.
-func (h *ConnHeader) Len() int { return ConnLen + int(min(h.PrivateLen, MaxPrivateData)) + TrailerLen }
+func (h *ConnHeader) Len() int {
+	return ConnLen + int(min(h.PrivateLen, MaxPrivateData)) + h.planeAddrs()*PlaneAddrLen + TrailerLen
+}
 
 // Put writes the packet into b[:h.Len()], trailer included.
 func (h *ConnHeader) Put(b []byte) {
 	pl := int(min(h.PrivateLen, MaxPrivateData))
-	n := ConnLen + pl + TrailerLen
+	np := h.planeAddrs()
+	n := ConnLen + pl + np*PlaneAddrLen + TrailerLen
 	_ = b[n-1]
 	putPrefix(b, h.Opcode, h.Flags, h.DstConn)
 	binary.BigEndian.PutUint32(b[cSrcConn:], h.SrcConn)
@@ -179,9 +226,17 @@ func (h *ConnHeader) Put(b []byte) {
 	copy(b[cCookie:cCookie+CookieLen], h.Cookie[:])
 	binary.BigEndian.PutUint64(b[cToken:], h.Token)
 	copy(b[cResetToken:cResetToken+ResetTokenLen], h.ResetToken[:])
-	binary.BigEndian.PutUint16(b[cAppReason:], h.AppReason)
+	if carriesPlanes(h.Opcode) {
+		binary.BigEndian.PutUint16(b[cAppReason:], uint16(np))
+	} else {
+		binary.BigEndian.PutUint16(b[cAppReason:], h.AppReason)
+	}
 	binary.BigEndian.PutUint16(b[cPrivateLen:], uint16(pl))
 	copy(b[ConnLen:ConnLen+pl], h.Private[:pl])
+	for i := range np {
+		o := ConnLen + pl + i*PlaneAddrLen
+		copy(b[o:o+PlaneAddrLen], h.Planes[i][:])
+	}
 	Seal(b[:n])
 }
 
@@ -191,7 +246,15 @@ func (h *ConnHeader) Decode(c Conn) {
 		Opcode: c.Opcode(), Flags: c.Flags(), DstConn: c.DstConn(), SrcConn: c.SrcConn(),
 		InitialPSN: c.InitialPSN(), Service: c.Service(), RecvWindow: c.RecvWindow(),
 		MaxPayload: c.MaxPayload(), MsgWindow: c.MsgWindow(), Reason: c.Reason(),
-		Paths: c.Paths(), Timestamp: c.Timestamp(), Token: c.Token(), AppReason: c.AppReason(),
+		Paths: c.Paths(), Timestamp: c.Timestamp(), Token: c.Token(),
+	}
+	if carriesPlanes(h.Opcode) {
+		h.PlaneAddrs = uint16(c.PlaneAddrs())
+		for i := range c.PlaneAddrs() {
+			copy(h.Planes[i][:], c.PlaneAddr(i))
+		}
+	} else {
+		h.AppReason = c.AppReason()
 	}
 	copy(h.Cookie[:], c.Cookie())
 	copy(h.ResetToken[:], c.ResetToken())

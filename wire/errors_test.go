@@ -171,8 +171,8 @@ func TestOpcodeFlipsResealed(t *testing.T) {
 		{wire.OpAck, wire.OpNack}:          wire.ErrLength,
 		{wire.OpNack, wire.OpAck}:          wire.ErrShort,
 		{wire.OpNack, wire.OpWrite}:        wire.ErrShort,
-		{wire.OpChallenge, wire.OpConnect}: wire.ErrField, // DstConn set
-		{wire.OpReject, wire.OpAccept}:     accept,
+		{wire.OpChallenge, wire.OpConnect}: wire.ErrField,  // DstConn set
+		{wire.OpReject, wire.OpAccept}:     wire.ErrLength, // AppReason 0x1234 read as plane addresses (§7.9)
 		{wire.OpReset, 0x27}:               wire.ErrOpcode,
 		{wire.OpReset, wire.OpReadResp}:    wire.ErrLength, // 88 bytes: long enough, PayloadLen 0
 	}

@@ -254,19 +254,34 @@ func nackFieldRules(h wire.NackHeader, size int, rsvd1 uint8, rsvd2 uint32) []wi
 
 // connRules judges h as ConnHeader.Put encodes it.
 func connRules(h wire.ConnHeader) []wire.Error {
-	return connFieldRules(h, 88+int(min(h.PrivateLen, 64)))
+	planes := 0
+	if h.Opcode == wire.OpConnect || h.Opcode == wire.OpAccept {
+		h.PlaneAddrs = min(h.PlaneAddrs, 7) // what Put writes
+		planes = int(h.PlaneAddrs)
+	}
+	return connFieldRules(h, 88+int(min(h.PrivateLen, 64))+16*planes)
 }
 
+// connFieldRules judges a conn packet of size bytes whose offset 80 holds
+// h.PlaneAddrs (CONNECT, ACCEPT: §7.9) or h.AppReason (others).
 func connFieldRules(h wire.ConnHeader, size int) []wire.Error {
 	var v []wire.Error
 	if h.Flags&^definedFlags != 0 {
 		v = append(v, wire.ErrReserved)
 	}
-	if size != 88+int(h.PrivateLen) {
+	planes := h.Opcode == wire.OpConnect || h.Opcode == wire.OpAccept
+	addrs := 0
+	if planes {
+		addrs = int(h.PlaneAddrs)
+	}
+	if size != 88+int(h.PrivateLen)+16*addrs {
 		v = append(v, wire.ErrLength)
 	}
 	private := h.Opcode == wire.OpConnect || h.Opcode == wire.OpAccept || h.Opcode == wire.OpReject
 	if h.PrivateLen > 64 || h.PrivateLen != 0 && !private {
+		v = append(v, wire.ErrField)
+	}
+	if addrs > 7 {
 		v = append(v, wire.ErrField)
 	}
 	if h.Opcode != wire.OpConnect && h.Opcode != wire.OpAccept {
@@ -348,6 +363,7 @@ func rawRules(b []byte) []wire.Error {
 			Opcode: op, Flags: flags, DstConn: dst, SrcConn: get32(b, offConnSrc),
 			RecvWindow: get32(b, offConnRecvWindow), MaxPayload: get16(b, offConnMaxPayload),
 			MsgWindow: get16(b, offConnMsgWindow), PrivateLen: get16(b, offConnPrivLen),
+			PlaneAddrs: get16(b, offConnAppReason),
 		}
 		return connFieldRules(h, size)
 	}
@@ -517,7 +533,7 @@ func FuzzConn(f *testing.F) {
 		f.Add(uint8(slices.Index(connOps, h.Opcode)), h.Flags, h.DstConn, h.SrcConn, uint32(h.InitialPSN),
 			h.Service, h.RecvWindow, h.MaxPayload, h.MsgWindow, uint16(h.Reason), h.Paths, h.Timestamp,
 			binary.BigEndian.Uint64(h.Cookie[:]), binary.BigEndian.Uint64(h.Cookie[8:]),
-			h.Token, binary.BigEndian.Uint64(h.ResetToken[:]), h.AppReason, h.Private[:h.PrivateLen])
+			h.Token, binary.BigEndian.Uint64(h.ResetToken[:]), h.AppReason|h.PlaneAddrs, h.Private[:h.PrivateLen])
 	}
 	for _, op := range connOps {
 		h := validConn(op)
@@ -525,6 +541,9 @@ func FuzzConn(f *testing.F) {
 		h.DstConn, h.SrcConn, h.RecvWindow, h.MsgWindow, h.MaxPayload = 1, 0, 3, 0, 255
 		seed(h)
 	}
+	h := validConn(wire.OpConnect)
+	h.PlaneAddrs = 3 // a 4-plane host (§7.9)
+	seed(h)
 	f.Fuzz(func(t *testing.T, opSel uint8, flags uint16, dst, src, initPSN, service, recvWin uint32,
 		maxPayload, msgWin, reason, paths uint16, ts, cookieHi, cookieLo, token, resetHi uint64,
 		appReason uint16, private []byte) {
@@ -538,6 +557,15 @@ func FuzzConn(f *testing.F) {
 		binary.BigEndian.PutUint64(in.Cookie[8:], cookieLo)
 		binary.BigEndian.PutUint64(in.ResetToken[:], resetHi)
 		in.SetPrivate(private) // at most 64 bytes; more are cut
+		if in.Opcode == wire.OpConnect || in.Opcode == wire.OpAccept {
+			// Offset 80 is the plane-address count here (§7.9): Put
+			// writes at most 7 addresses, each from the token's bytes.
+			in.AppReason, in.PlaneAddrs = 0, min(appReason, wire.MaxPlaneAddrs)
+			for i := range int(in.PlaneAddrs) {
+				binary.BigEndian.PutUint64(in.Planes[i][:], token+uint64(i))
+				binary.BigEndian.PutUint64(in.Planes[i][8:], resetHi^uint64(i))
+			}
+		}
 		h := in
 		p, err := wire.Parse(wire.AppendConn(nil, &h))
 		if !checkVerdict(t, err, connRules(in)) {

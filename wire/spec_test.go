@@ -253,6 +253,12 @@ func specVectors() []specVector {
 			note: "B's application refuses a connection request (from initiator 0x2e3f4052) with its own reason 503 and private data (§7.3, §7.5).",
 			conn: priv(&wire.ConnHeader{Opcode: wire.OpReject, DstConn: 0x2e3f4052, Reason: wire.ReasonApplication, AppReason: 503,
 				Timestamp: specTSB + 41_000}, "busy: retry in 5 s")},
+		{name: "connect-planes", title: "CONNECT from a host of four planes",
+			note: "C, a host whose three further ports sit on planes 1 to 3 (10.1.0.3, 10.2.0.3, 10.3.0.3), connects from its plane-0 address: PlaneAddrs 3 and the three addresses in their IPv4-mapped form after the private data (§7.9). A single-plane CONNECT is the connect vector: PlaneAddrs 0, no bytes.",
+			conn: specPlaneConnect()},
+		{name: "accept-planes", title: "ACCEPT from a host of two planes",
+			note: "B, with a second port on plane 1 (10.1.0.2), accepts: PlaneAddrs 1. Both ends then spray over planes 0 and 1 only; C's planes 2 and 3 are not used on this connection (§7.9).",
+			conn: specPlaneAccept()},
 	}
 	for i := range vs {
 		if d := vs[i].data; d != nil {
@@ -260,6 +266,30 @@ func specVectors() []specVector {
 		}
 	}
 	return vs
+}
+
+// specPlaneConnect is the connect-planes vector's header: the connect-
+// cookie vector's fields from a third host, with three plane addresses.
+func specPlaneConnect() *wire.ConnHeader {
+	h := &wire.ConnHeader{Opcode: wire.OpConnect, SrcConn: 0x3e4f5061, InitialPSN: specPSNA + 0x1000, Service: 1,
+		RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSA + 50_000,
+		Cookie: specExampleCookie(), Token: specToken, ResetToken: specReset(specSecretA, 0x3e4f5061)}
+	h.SetPrivate([]byte("rank=018"))
+	h.PlaneAddrs = 3
+	for i, a := range []string{"10.1.0.3", "10.2.0.3", "10.3.0.3"} {
+		h.Planes[i] = netip.MustParseAddr(a).As16()
+	}
+	return h
+}
+
+// specPlaneAccept is the accept-planes vector's header.
+func specPlaneAccept() *wire.ConnHeader {
+	h := &wire.ConnHeader{Opcode: wire.OpAccept, DstConn: 0x3e4f5061, SrcConn: specConnB + 1, InitialPSN: specPSNB + 0x1000,
+		Service: 1, RecvWindow: 1024, MaxPayload: 1384, MsgWindow: 256, Paths: 16, Timestamp: specTSB + 60_000,
+		ResetToken: specReset(specCookieSecret, specConnB+1)}
+	h.PlaneAddrs = 1
+	h.Planes[0] = netip.MustParseAddr("10.1.0.2").As16()
+	return h
 }
 
 func (v *specVector) encode() []byte {
@@ -359,16 +389,27 @@ func specNackFields(op *wire.Opcode, h *wire.NackHeader) []specField {
 }
 
 func specConnFields(h *wire.ConnHeader) []specField {
-	return []specField{
+	f := []specField{
 		{"opcode", &h.Opcode, false}, {"flags", &h.Flags, true}, {"dst_conn", &h.DstConn, true},
 		{"src_conn", &h.SrcConn, true}, {"initial_psn", &h.InitialPSN, true}, {"service", &h.Service, false},
 		{"recv_window", &h.RecvWindow, false}, {"max_payload", &h.MaxPayload, false},
 		{"msg_window", &h.MsgWindow, false}, {"reason", &h.Reason, false}, {"paths", &h.Paths, false},
 		{"timestamp", &h.Timestamp, false}, {"cookie", &h.Cookie, true},
-		{"token", &h.Token, true}, {"reset_token", &h.ResetToken, true}, {"app_reason", &h.AppReason, false},
-		{"private_len", &h.PrivateLen, false}, {"private", specPrivate{h}, true},
+		{"token", &h.Token, true}, {"reset_token", &h.ResetToken, true},
 	}
+	if h.Opcode != wire.OpConnect && h.Opcode != wire.OpAccept {
+		return append(f, specField{"app_reason", &h.AppReason, false},
+			specField{"private_len", &h.PrivateLen, false}, specField{"private", specPrivate{h}, true})
+	}
+	// Offset 80 is the plane-address count in CONNECT and ACCEPT (§7.9).
+	return append(f, specField{"plane_addrs", &h.PlaneAddrs, false},
+		specField{"private_len", &h.PrivateLen, false}, specField{"private", specPrivate{h}, true},
+		specField{"planes", specPlanes{h}, true})
 }
+
+// specPlanes is the plane addresses of a CONNECT or ACCEPT as a vector
+// lists them: 16 bytes each, concatenated.
+type specPlanes struct{ h *wire.ConnHeader }
 
 // fieldsOf returns v's fields, pointing into v's headers.
 func (v *specVector) fieldsOf() []specField {
@@ -413,6 +454,12 @@ func specFormatField(f specField) string {
 		return hex.EncodeToString(*p)
 	case specPrivate:
 		return hex.EncodeToString(p.h.Private[:p.h.PrivateLen])
+	case specPlanes:
+		var b []byte
+		for i := range p.h.PlaneAddrs {
+			b = append(b, p.h.Planes[i][:]...)
+		}
+		return hex.EncodeToString(b)
 	}
 	panic(fmt.Sprintf("field %s: unhandled type %T", f.key, f.ptr))
 }
@@ -483,6 +530,15 @@ func specSetField(f specField, s string) error {
 			err = fmt.Errorf("%d bytes of private data, private_len %d", len(b), p.h.PrivateLen)
 		}
 		p.h.SetPrivate(b)
+		return err
+	case specPlanes:
+		b, err := hex.DecodeString(s)
+		if err == nil && (len(b) != int(p.h.PlaneAddrs)*wire.PlaneAddrLen || p.h.PlaneAddrs > wire.MaxPlaneAddrs) {
+			return fmt.Errorf("%d bytes of plane addresses, plane_addrs %d", len(b), p.h.PlaneAddrs)
+		}
+		for i := range p.h.PlaneAddrs {
+			copy(p.h.Planes[i][:], b[int(i)*wire.PlaneAddrLen:])
+		}
 		return err
 	}
 	return fmt.Errorf("field %s: unhandled type %T", f.key, f.ptr)

@@ -253,8 +253,28 @@ func writePaths(out io.Writer, s *telemetry.Snapshot) {
 					100*p.MarkFrac, 100*p.LossRate, p.Sent, p.Acked, p.Lost, p.Marked, p.Repaths)
 			}
 			tw.Flush()
+			writePlanes(out, c)
 		}
 	}
+}
+
+// writePlanes prints the planes of a connection over several (docs/spec.md
+// §7.9): the peer's address on each, its active paths, and whether it is
+// down (§8.7.4).
+func writePlanes(out io.Writer, c *telemetry.ConnSnapshot) {
+	if len(c.Planes) == 0 {
+		return
+	}
+	tw := table(out)
+	fmt.Fprintln(tw, "  PLANE	PEER	STATE	ACTIVE PATHS	DOWN FOR")
+	for _, p := range c.Planes {
+		st, down := "up", "-"
+		if p.Down {
+			st, down = "DOWN", durStr(p.DownFor)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d/%d\t%s\n", p.Plane, p.Peer, st, p.ActivePaths, p.Paths, down)
+	}
+	tw.Flush()
 }
 
 func dash(s string) string {

@@ -47,6 +47,16 @@ func TestTables(t *testing.T) {
 			t.Errorf("paths lacks %q:\n%s", want, b.String())
 		}
 	}
+	// A connection over two planes, plane 1 down: the planes table.
+	s.Engines[0].Top[0].Planes = []telemetry.PlaneSnapshot{{Plane: 0, Peer: "10.110.1.2", Paths: 8, ActivePaths: 8},
+		{Plane: 1, Peer: "10.111.1.2", Paths: 8, Down: true, DownFor: int64(3 * time.Millisecond)}}
+	b.Reset()
+	writePaths(&b, s)
+	for _, want := range []string{"PLANE", "10.111.1.2", "DOWN", "0/8", "8/8", "3ms"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("paths lacks %q:\n%s", want, b.String())
+		}
+	}
 	b.Reset()
 	writeTop(&b, s, cannedSnapshot(t0.Add(time.Second), 126000))
 	// 125000 more bytes sent in a second: 1.0 Mb/s; 1.25 M more packets.

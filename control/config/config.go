@@ -16,6 +16,15 @@ import (
 type Config struct {
 	// Interfaces are the links the daemon serves (interfaces). At least one.
 	Interfaces []Interface
+	// PlaneInterfaces serves the interfaces as the planes of one endpoint
+	// (plane_interfaces; docs/spec.md §7.9): interfaces[p] is the host's
+	// port on plane p, interfaces[0]'s address is the endpoint's, and each
+	// connection sprays its paths over the planes both ends have. The
+	// interfaces must list the same queues (engine q owns queue q of every
+	// plane) and the same backend; 2 to 8 of them. Validate sets
+	// Transport.Planes to their number. Off: each interface is its own
+	// endpoint, as before.
+	PlaneInterfaces bool
 
 	// Port is the UDP destination port (port).
 	Port int

@@ -23,6 +23,7 @@ import (
 // KnownFields check reaches every level and no section hides keys from it.
 type fileConfig struct {
 	Interfaces     []fileInterface `yaml:"interfaces"`
+	PlaneIfaces    leaf[bool]      `yaml:"plane_interfaces"`
 	Port           leaf[int]       `yaml:"port"`
 	MTU            leaf[int]       `yaml:"mtu"`
 	Paths          leaf[int]       `yaml:"paths"`
@@ -258,6 +259,7 @@ func (f *fileConfig) apply(c *Config, source string) error {
 			c.Interfaces[i] = ifc
 		}
 	}
+	set(&c.PlaneInterfaces, f.PlaneIfaces)
 	set(&c.Port, f.Port)
 	set(&c.MTU, f.MTU)
 	set(&c.Paths, f.Paths)

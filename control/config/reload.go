@@ -29,6 +29,7 @@ var fields = []struct {
 	same   func(a, b *Config) bool
 }{
 	{"interfaces", false, func(a, b *Config) bool { return slices.EqualFunc(a.Interfaces, b.Interfaces, sameInterface) }},
+	{"plane_interfaces", false, func(a, b *Config) bool { return a.PlaneInterfaces == b.PlaneInterfaces }},
 	{"port", false, func(a, b *Config) bool { return a.Port == b.Port }},
 	{"mtu", false, func(a, b *Config) bool { return a.MTU == b.MTU }},
 	{"paths", false, func(a, b *Config) bool { return a.Paths == b.Paths }},

@@ -99,6 +99,8 @@ func perturb(v reflect.Value) {
 		v.SetFloat(v.Float() + 1)
 	case reflect.String:
 		v.SetString(v.String() + "x")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
 	case reflect.Slice:
 		v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 	case reflect.Struct: // netip.Addr

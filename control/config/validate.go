@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/metaroce/metaroce/transport"
 )
 
 // KnownCongestion reports whether a congestion control algorithm of that
@@ -125,6 +127,7 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	c.validatePlanes(bad)
 	errs = append(errs, c.validateTransport()...)
 	return errors.Join(errs...)
 }
@@ -139,6 +142,34 @@ func congestionKnown(name string) bool {
 // badNameRune reports a rune Linux refuses in an interface name (and
 // getent would choke on in a group name).
 func badNameRune(r rune) bool { return r == '/' || r == ':' || unicode.IsSpace(r) }
+
+// validatePlanes checks plane_interfaces (docs/spec.md §7.9) and sets
+// transport.planes from it.
+func (c *Config) validatePlanes(bad func(key, format string, a ...any)) {
+	if !c.PlaneInterfaces {
+		return
+	}
+	n := len(c.Interfaces)
+	if n < 2 || n > transport.MaxPlanes {
+		bad("plane_interfaces", "%d interfaces: a host of planes has 2..%d, one per plane", n, transport.MaxPlanes)
+		return
+	}
+	if p := c.Transport.Planes; p != 1 && p != n {
+		bad("transport.planes", "%d, but plane_interfaces makes the %d interfaces the planes", p, n)
+	}
+	c.Transport.Planes = n
+	first := &c.Interfaces[0]
+	for i := range c.Interfaces[1:] {
+		ifc := &c.Interfaces[i+1]
+		key := fmt.Sprintf("interfaces[%d]", i+1)
+		if !slices.Equal(ifc.Queues, first.Queues) {
+			bad(key+".queues", "%v: with plane_interfaces every plane lists interfaces[0]'s queues %v (engine i owns the i-th queue of every plane)", ifc.Queues, first.Queues)
+		}
+		if ifc.Backend != first.Backend {
+			bad(key+".backend", "%s: with plane_interfaces every plane uses interfaces[0]'s backend %s", ifc.Backend, first.Backend)
+		}
+	}
+}
 
 func (c *Config) validateInterfaces(bad func(key, format string, a ...any)) {
 	if len(c.Interfaces) == 0 {

@@ -8,6 +8,22 @@ import (
 	"time"
 )
 
+// TestPlaneInterfaces: plane_interfaces makes the interfaces the planes of
+// one endpoint, and transport.planes follows their number.
+func TestPlaneInterfaces(t *testing.T) {
+	c, err := Parse([]byte("plane_interfaces: true\ninterfaces:\n  - name: pa\n    queues: [0, 1]\n  - name: pb\n    queues: [0, 1]\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PlaneInterfaces || c.Transport.Planes != 2 || c.TransportConfig().Planes != 2 {
+		t.Fatalf("plane_interfaces %v, transport planes %d", c.PlaneInterfaces, c.Transport.Planes)
+	}
+	c, err = Parse([]byte("interfaces:\n  - name: pa\n  - name: pb\n"), "test")
+	if err != nil || c.PlaneInterfaces || c.Transport.Planes != 1 {
+		t.Fatalf("without the key: %v, planes %d", err, c.Transport.Planes)
+	}
+}
+
 func TestValidateErrors(t *testing.T) {
 	two := func(c *Config) { c.Interfaces = append(c.Interfaces, DefaultInterface("eth1")) }
 	ifc := func(f func(*Interface)) func(*Config) { return func(c *Config) { f(&c.Interfaces[0]) } }
@@ -30,6 +46,14 @@ func TestValidateErrors(t *testing.T) {
 			`interfaces[0].name: "eth 0" is not a Linux interface name`},
 		{"name dot", ifc(func(i *Interface) { i.Name = ".." }),
 			`interfaces[0].name: ".." is not a Linux interface name`},
+		{"one plane", func(c *Config) { c.PlaneInterfaces = true },
+			"plane_interfaces: 1 interfaces: a host of planes has 2..8, one per plane"},
+		{"planes with other queues", func(c *Config) { two(c); c.PlaneInterfaces = true; c.Interfaces[1].Queues = []int{0, 1} },
+			"interfaces[1].queues: [0 1]: with plane_interfaces every plane lists interfaces[0]'s queues [0] (engine i owns the i-th queue of every plane)"},
+		{"planes with other backends", func(c *Config) { two(c); c.PlaneInterfaces = true; c.Interfaces[1].Backend = BackendUDP },
+			"interfaces[1].backend: udp: with plane_interfaces every plane uses interfaces[0]'s backend auto"},
+		{"planes against transport.planes", func(c *Config) { two(c); c.PlaneInterfaces = true; c.Transport.Planes = 3 },
+			"transport.planes: 3, but plane_interfaces makes the 2 interfaces the planes"},
 		{"duplicate interface", func(c *Config) { two(c); c.Interfaces[1].Name = "eth0" },
 			"interfaces[1].name: duplicate interface eth0 (also interfaces[0])"},
 		{"negative queue", ifc(func(i *Interface) { i.Queues = []int{-1} }),

@@ -121,6 +121,8 @@ local f = {
   app_reason = F.uint16("metaroce.app_reason", "AppReason"),
   private_len = F.uint16("metaroce.private_len", "PrivateLen"),
   private = F.bytes("metaroce.private", "PrivateData"),
+  plane_addrs = F.uint16("metaroce.plane_addrs", "PlaneAddrs"),
+  planes = F.bytes("metaroce.planes", "Plane addresses"),
   -- trailer (§3.4)
   crc = F.uint32("metaroce.crc", "CRC32C", base.HEX),
   crc_status = F.uint8("metaroce.crc.status", "CRC32C status", base.DEC, crc_status),
@@ -269,8 +271,12 @@ local function validate(tvb, cls, op, flags, n)
     if r == 0 or r > 6 then return "field" end
   elseif cls == "conn" then
     local pl = u16(tvb, 82)
-    if n ~= CONN_LEN + pl + TRAILER then return "length" end
+    -- CONNECT and ACCEPT: offset 80 counts 16-byte plane addresses (§7.9)
+    local np = 0
+    if op == 0x20 or op == 0x22 then np = u16(tvb, 80) end
+    if n ~= CONN_LEN + pl + 16 * np + TRAILER then return "length" end
     if pl > MAX_PRIVATE or (pl ~= 0 and op ~= 0x20 and op ~= 0x22 and op ~= 0x23) then return "field" end
+    if np > 7 then return "field" end
     if op == 0x20 or op == 0x22 then
       if op == 0x20 and u32(tvb, 4) ~= 0 then return "field" end
       if u32(tvb, 8) == 0 then return "field" end
@@ -371,11 +377,17 @@ local function dissect_conn(tvb, t, op)
   t:add(f.cookie, tvb(40, 16))
   t:add(f.token, tvb(56, 8))
   t:add(f.reset_token, tvb(64, 16))
-  t:add(f.app_reason, tvb(80, 2))
+  local planes = op == 0x20 or op == 0x22
+  if planes then t:add(f.plane_addrs, tvb(80, 2)) else t:add(f.app_reason, tvb(80, 2)) end
   t:add(f.private_len, tvb(82, 2))
-  -- the private data as far as the packet holds it before the trailer
+  -- the private data and plane addresses as far as the packet holds them
+  -- before the trailer
   local pend = math.min(CONN_LEN + u16(tvb, 82), tvb:len() - TRAILER)
   if pend > CONN_LEN then t:add(f.private, tvb(CONN_LEN, pend - CONN_LEN)) end
+  if planes and u16(tvb, 80) > 0 then
+    local aend = math.min(pend + 16 * u16(tvb, 80), tvb:len() - TRAILER)
+    if aend > pend then t:add(f.planes, tvb(pend, aend - pend)) end
+  end
   if op == 0x23 or op == 0x26 then
     r:add_proto_expert_info(ex.reset, opcodes[op] .. " " .. (conn_reasons[u16(tvb, 28)] or tostring(u16(tvb, 28))))
   end

@@ -61,6 +61,23 @@ type EngineStatus struct {
 	RxPackets uint64             `json:"rx_packets"`
 	TxPackets uint64             `json:"tx_packets"`
 	Sleeps    uint64             `json:"sleeps"`
+	// Planes: the engine's part of each plane, for an engine over
+	// several (plane_interfaces).
+	Planes []PlaneStatus `json:"planes,omitempty"`
+	// PlaneCopied and PlaneCopyDrops are the packets the engine's
+	// PlaneLink copied to another plane's link than their buffer's, and
+	// those it dropped for want of room there (dataplane.PlaneLink).
+	PlaneCopied    uint64 `json:"plane_copied,omitempty"`
+	PlaneCopyDrops uint64 `json:"plane_copy_drops,omitempty"`
+}
+
+// PlaneStatus is an engine's link on one plane.
+type PlaneStatus struct {
+	Plane int                `json:"plane"`
+	Iface string             `json:"iface"`
+	Local string             `json:"local"`
+	Link  dataplane.LinkInfo `json:"link"`
+	XSK   *xsk.Stats         `json:"xsk,omitempty"`
 }
 
 // serveControl opens the control socket and serves sessions on it: the
@@ -153,6 +170,9 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			if err := en.e.Do(ctx, func(transport.Time) {
 				st.Transport = *en.ep.Stats()
 				st.Conns = en.ep.Conns()
+				if pl, ok := en.link.(*dataplane.PlaneLink); ok {
+					st.PlaneCopied, st.PlaneCopyDrops = pl.Copied, pl.CopyDrops
+				}
 			}); err != nil {
 				return err
 			}
@@ -164,6 +184,17 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 			if en.afx != nil {
 				if x, err := en.afx.Socket().Stats(); err == nil {
 					st.XSK = &x
+				}
+			}
+			if len(en.planes) > 1 {
+				for _, p := range en.planes {
+					ps := PlaneStatus{Plane: p.plane, Iface: p.iface, Local: p.local.String(), Link: p.link.Info()}
+					if p.afx != nil {
+						if x, err := p.afx.Socket().Stats(); err == nil {
+							ps.XSK = &x
+						}
+					}
+					st.Planes = append(st.Planes, ps)
 				}
 			}
 			resp.Engines = append(resp.Engines, st)

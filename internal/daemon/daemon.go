@@ -85,6 +85,23 @@ type engine struct {
 	// (expose.go) and is nil until then.
 	ctl   *control.EngineDriver
 	local netip.Addr
+	// planes: the engine's link on each plane (one entry without
+	// plane_interfaces); planeXDP: the interfaces of planes 1.. that the
+	// first engine closes, as xdp does plane 0's.
+	planes   []planeEngine
+	planeXDP []*afxdp.Iface
+}
+
+// planeEngine is an engine's part of one plane: its interface, address and
+// link there, for telemetry.
+type planeEngine struct {
+	plane int
+	iface string
+	local netip.Addr
+	link  dataplane.Link
+	prog  *bpf.Program
+	afx   *afxdp.Link
+	udp   *udplink.Link
 }
 
 // Daemon is a running metaroced.
@@ -112,16 +129,27 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	}()
 	d := &Daemon{cfg: cfg, log: log}
 	defer d.close()
-	for _, ic := range cfg.Interfaces {
-		ens, err := d.open(ic, opts)
-		if err != nil {
-			return err
-		}
+	opened := func(ens []*engine) {
 		d.engines = append(d.engines, ens...)
 		for _, en := range ens {
 			inf := en.link.Info()
-			log.Info("engine up", "iface", ic.Name, "queue", inf.Queue, "backend", inf.Backend,
-				"xdp_mode", inf.XDPMode, "zerocopy", inf.ZeroCopy, "local", en.local, "why", inf.Why)
+			log.Info("engine up", "iface", en.iface, "queue", inf.Queue, "backend", inf.Backend,
+				"xdp_mode", inf.XDPMode, "zerocopy", inf.ZeroCopy, "local", en.local, "planes", len(en.planes), "why", inf.Why)
+		}
+	}
+	if cfg.PlaneInterfaces {
+		ens, err := d.openPlanes(opts)
+		if err != nil {
+			return err
+		}
+		opened(ens)
+	} else {
+		for _, ic := range cfg.Interfaces {
+			ens, err := d.open(ic, opts)
+			if err != nil {
+				return err
+			}
+			opened(ens)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -178,7 +206,30 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, opts Options
 	return nil
 }
 
-func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
+// ifaceLinks is what one interface opened: its links (one per queue on
+// AF_XDP, one for the UDP backend), its address, and the objects that own
+// them.
+type ifaceLinks struct {
+	name  string
+	links []dataplane.Link
+	local netip.Addr
+	fi    *afxdp.Iface  // the AF_XDP interface, nil for UDP
+	ul    *udplink.Link // the UDP link, nil for AF_XDP
+}
+
+// close closes what openLinks opened.
+func (il *ifaceLinks) close() {
+	if il.fi != nil {
+		il.fi.Close()
+		return
+	}
+	for _, l := range il.links {
+		l.Close()
+	}
+}
+
+// openLinks opens ic's links on the configured backend.
+func (d *Daemon) openLinks(ic config.Interface, opts Options) (*ifaceLinks, error) {
 	var (
 		links []dataplane.Link
 		local netip.Addr
@@ -242,46 +293,122 @@ func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
 		links = []dataplane.Link{&whyLink{Link: ul, why: why}}
 	}
 	links = faultLinks(links) // tests only (expose.go)
+	return &ifaceLinks{name: ic.Name, links: links, local: local, fi: fi, ul: ul}, nil
+}
+
+func (d *Daemon) open(ic config.Interface, opts Options) ([]*engine, error) {
+	il, err := d.openLinks(ic, opts)
+	if err != nil {
+		return nil, err
+	}
+	return d.buildEngines(ic.Name, []*ifaceLinks{il}, opts)
+}
+
+// openPlanes opens every configured interface as a plane of one endpoint
+// (plane_interfaces, docs/spec.md §7.9): engine q serves queue q of every
+// plane through a dataplane.PlaneLink, and its endpoint knows its address
+// on each plane.
+func (d *Daemon) openPlanes(opts Options) ([]*engine, error) {
+	var planes []*ifaceLinks
+	names := make([]string, 0, len(d.cfg.Interfaces))
+	for _, ic := range d.cfg.Interfaces {
+		il, err := d.openLinks(ic, opts)
+		if err != nil {
+			for _, p := range planes {
+				p.close()
+			}
+			return nil, err
+		}
+		if len(planes) > 0 && (len(il.links) != len(planes[0].links) || (il.fi == nil) != (planes[0].fi == nil)) {
+			il.close()
+			for _, p := range planes {
+				p.close()
+			}
+			return nil, fmt.Errorf("plane %d (%s): backend or engine count differs from plane 0's (%s): planes must match", len(planes), ic.Name, planes[0].name)
+		}
+		planes = append(planes, il)
+		names = append(names, ic.Name)
+	}
+	return d.buildEngines(strings.Join(names, "+"), planes, opts)
+}
+
+// buildEngines builds one engine per queue over the planes' links (one plane:
+// the interface's own links).
+func (d *Daemon) buildEngines(name string, planes []*ifaceLinks, opts Options) ([]*engine, error) {
 	var ens []*engine
 	fail := func(err error) ([]*engine, error) {
-		if fi != nil {
-			fi.Close()
-		} else {
-			for _, l := range links {
-				l.Close()
-			}
+		for _, p := range planes {
+			p.close()
 		}
 		return nil, err
 	}
-	for i, l := range links {
+	p0 := planes[0]
+	addrs := make([]netip.Addr, len(planes))
+	for p, il := range planes {
+		addrs[p] = il.local
+	}
+	for i := range p0.links {
 		tc := d.cfg.TransportConfig()
 		tc.Port = uint16(d.cfg.Port)
 		tc.MTU = d.cfg.MTU
 		tc.Congestion = d.cfg.Congestion
-		if ul != nil {
-			udpEntropy(&tc, ul) // udpentropy.go
+		if p0.ul != nil {
+			udpEntropy(&tc, p0.ul) // udpentropy.go
 		}
-		if len(links) > 1 {
-			tc.IDMask, tc.IDTag = dataplane.IDMask(len(links)), uint32(i)
+		if len(p0.links) > 1 {
+			tc.IDMask, tc.IDTag = dataplane.IDMask(len(p0.links)), uint32(i)
 		}
-		if err := checkLinkMTU(ic.Name, l, &tc); err != nil {
-			return fail(err)
+		l := p0.links[i]
+		for _, il := range planes {
+			if err := checkLinkMTU(il.name, il.links[i], &tc); err != nil {
+				return fail(err)
+			}
 		}
-		ep, err := transport.NewEndpoint(tc, local)
+		if len(planes) > 1 {
+			pls := make([]dataplane.Link, len(planes))
+			for p, il := range planes {
+				pls[p] = il.links[i]
+			}
+			pl, err := dataplane.NewPlaneLink(pls, engineBatch)
+			if err != nil {
+				return fail(err)
+			}
+			l = pl
+		}
+		ep, err := transport.NewEndpoint(tc, p0.local)
 		if err != nil {
 			return fail(err)
 		}
-		en := &engine{iface: ic.Name, link: l, ep: ep, local: local}
+		if len(planes) > 1 {
+			if err := ep.SetPlaneAddrs(addrs); err != nil {
+				return fail(fmt.Errorf("planes %s: %w", name, err))
+			}
+		}
+		en := &engine{iface: name, link: l, ep: ep, local: p0.local}
 		if en.ctl, err = control.NewEngineDriver(nil); err != nil {
 			return nil, err
 		}
 		if i == 0 {
-			en.xdp = fi // closes every link of the interface
+			en.xdp = p0.fi // closes every link of the interface
+			for _, il := range planes[1:] {
+				if il.fi != nil {
+					en.planeXDP = append(en.planeXDP, il.fi)
+				}
+			}
 		}
-		if fi != nil {
-			en.prog, en.afx = fi.Program, fi.Links[i]
-		} else if w, ok := l.(*whyLink); ok {
+		if p0.fi != nil {
+			en.prog, en.afx = p0.fi.Program, p0.fi.Links[i]
+		} else if w, ok := p0.links[i].(*whyLink); ok {
 			en.udp = w.Link
+		}
+		for p, il := range planes {
+			pe := planeEngine{plane: p, iface: il.name, local: il.local, link: il.links[i]}
+			if il.fi != nil {
+				pe.prog, pe.afx = il.fi.Program, il.fi.Links[i]
+			} else if w, ok := il.links[i].(*whyLink); ok {
+				pe.udp = w.Link
+			}
+			en.planes = append(en.planes, pe)
 		}
 		ec := dataplane.EngineConfig{Batch: engineBatch}
 		if opts.CPU >= 0 {
@@ -329,6 +456,12 @@ func (d *Daemon) close() {
 			en.xdp.Close() // closes the interface's links too
 		case !en.afxdp():
 			en.link.Close()
+		}
+		if pl, ok := en.link.(*dataplane.PlaneLink); ok && en.afxdp() {
+			pl.ClosePoll() // the interfaces close the sockets
+		}
+		for _, x := range en.planeXDP {
+			x.Close()
 		}
 	}
 }

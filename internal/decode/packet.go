@@ -243,12 +243,24 @@ func Dissect(pkt []byte) (Fields, string) {
 			fs.bytes("metaroce.cookie", c.Cookie())
 			fs.hex("metaroce.token", c.Token(), 16)
 			fs.bytes("metaroce.reset_token", c.ResetToken())
-			fs.dec("metaroce.app_reason", uint64(c.AppReason()))
+			planes := c.Opcode() == wire.OpConnect || c.Opcode() == wire.OpAccept
+			if planes {
+				// Offset 80 counts the plane addresses here (§7.9).
+				fs.dec("metaroce.plane_addrs", uint64(c.AppReason()))
+			} else {
+				fs.dec("metaroce.app_reason", uint64(c.AppReason()))
+			}
 			fs.dec("metaroce.private_len", uint64(c.PrivateLen()))
-			// The private data as far as the packet holds it (a bad
-			// length is the LENGTH drop, but still shown).
-			if end := min(wire.ConnLen+c.PrivateLen(), n-wire.TrailerLen); end > wire.ConnLen {
-				fs.bytes("metaroce.private", pkt[wire.ConnLen:end])
+			// The private data and plane addresses as far as the packet
+			// holds them (a bad length is the LENGTH drop, but still shown).
+			pend := min(wire.ConnLen+c.PrivateLen(), n-wire.TrailerLen)
+			if pend > wire.ConnLen {
+				fs.bytes("metaroce.private", pkt[wire.ConnLen:pend])
+			}
+			if planes && c.AppReason() > 0 {
+				if end := min(pend+int(c.AppReason())*wire.PlaneAddrLen, n-wire.TrailerLen); end > pend {
+					fs.bytes("metaroce.planes", pkt[pend:end])
+				}
 			}
 			conn = append(conn, c.SrcConn())
 		}
@@ -294,7 +306,7 @@ var FieldNames = []string{
 	"metaroce.src_conn", "metaroce.initial_psn", "metaroce.service", "metaroce.recv_window",
 	"metaroce.max_payload", "metaroce.msg_window", "metaroce.conn_reason", "metaroce.paths",
 	"metaroce.cookie", "metaroce.token", "metaroce.reset_token", "metaroce.app_reason",
-	"metaroce.private_len", "metaroce.private",
+	"metaroce.plane_addrs", "metaroce.private_len", "metaroce.private", "metaroce.planes",
 	"metaroce.crc", "metaroce.crc.status", "metaroce.crc.computed", "metaroce.drop",
 	"metaroce.conn", "metaroce.path", "metaroce.pathseq", "metaroce.retx",
 }

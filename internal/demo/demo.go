@@ -90,10 +90,11 @@ type DemoResult struct {
 // topologies are -topology's values; topologyUsage is its help in every
 // topology's flag set, so each -h lists them all.
 const (
-	topologies    = "star, leafspine, incast, libfabric or conns"
+	topologies    = "star, leafspine, incast, libfabric, conns or planes"
 	topologyUsage = "the demo's fabric: star (two hosts through one switch), leafspine (two leaves over four spines, one cut mid-run), " +
 		"incast (senders into one ECN-marking port), libfabric (fi_pingpong through the metaroce provider and libfabric's own) " +
-		"or conns (10,000 connections between two daemons, each with a verified WRITE, and a ping-pong beside them); " +
+		"conns (10,000 connections between two daemons, each with a verified WRITE, and a ping-pong beside them) " +
+		"or planes (two hosts on -planes independent planes, one plane blackholed and restored mid-transfer, MPTCP and TCP beside); " +
 		"each has its own flags: -topology NAME -h (docs/demo.md)"
 )
 
@@ -140,6 +141,8 @@ func Run(args []string, out io.Writer) error {
 		return runLibfabricDemo(args, out)
 	case "conns":
 		return runConnsDemo(args, out)
+	case "planes":
+		return runPlanesDemo(args, out)
 	case "", "star":
 	default:
 		return cli.UsageError("-topology %q: want %s", t, topologies)
@@ -439,6 +442,18 @@ func withDaemons(self, dir, backend string, ipv6 bool, a, b *testnet.Host, f fun
 // withDaemonsYAML is withDaemons with extra top-level configuration lines
 // (the leaf-spine demo sets the number of paths).
 func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, extra string, f func(ca, cb *daemon.Client) error) error {
+	var nss []*testnet.Namespace
+	var ifaces []string
+	for _, h := range []*testnet.Host{a, b} {
+		nss = append(nss, h.Namespace)
+		ifaces = append(ifaces, fmt.Sprintf("interfaces:\n  - name: %s\n    backend: %s\n", h.Port.Name, backend))
+	}
+	return withDaemonsIn(self, dir, backend, ipv6, nss, ifaces, extra, f)
+}
+
+// withDaemonsIn is withDaemonsYAML for two namespaces whose interfaces
+// section of the configuration is given whole (ifaces[i] for nss[i]).
+func withDaemonsIn(self, dir, backend string, ipv6 bool, nss []*testnet.Namespace, ifaces []string, extra string, f func(ca, cb *daemon.Client) error) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cmds []*exec.Cmd
@@ -458,11 +473,10 @@ func withDaemonsYAML(self, dir, backend string, ipv6 bool, a, b *testnet.Host, e
 		}
 	}()
 	var clients []*daemon.Client
-	for i, h := range []*testnet.Host{a, b} {
+	for i, h := range nss {
 		sock := filepath.Join(dir, h.Label+"-"+backend+".sock")
 		cfg := filepath.Join(dir, h.Label+"-"+backend+".yaml")
-		yaml := fmt.Sprintf("interfaces:\n  - name: %s\n    backend: %s\ncontrol_socket: %s\nmetrics_address: \"\"\nlog_level: warn\n",
-			h.Port.Name, backend, sock) + extra
+		yaml := ifaces[i] + fmt.Sprintf("control_socket: %s\nmetrics_address: \"\"\nlog_level: warn\n", sock) + extra
 		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 			return err
 		}

@@ -445,28 +445,7 @@ type measured struct {
 func measure(s []sample, start, cut time.Time, elapsed, step time.Duration) measured {
 	var m measured
 	ms := func(t time.Time) float64 { return float64(t.Sub(cut)) / 1e6 }
-	// bytesAt interpolates the cumulative bytes at t.
-	bytesAt := func(t time.Time) float64 {
-		if len(s) == 0 {
-			return 0
-		}
-		if !t.After(s[0].at) {
-			return float64(s[0].bytes)
-		}
-		for i := 1; i < len(s); i++ {
-			if !t.After(s[i].at) {
-				f := float64(t.Sub(s[i-1].at)) / float64(s[i].at.Sub(s[i-1].at))
-				return float64(s[i-1].bytes) + f*float64(s[i].bytes-s[i-1].bytes)
-			}
-		}
-		return float64(s[len(s)-1].bytes)
-	}
-	gbps := func(a, b time.Time) float64 {
-		if !b.After(a) {
-			return 0
-		}
-		return (bytesAt(b) - bytesAt(a)) * 8 / b.Sub(a).Seconds() / 1e9
-	}
+	gbps := goodputOf(s)
 	// The transfer ends at start + elapsed: metaroce's last WRITE
 	// completion, the end of the TCP run.
 	end := start.Add(elapsed)
@@ -504,6 +483,34 @@ func measure(s []sample, start, cut time.Time, elapsed, step time.Duration) meas
 		}
 	}
 	return m
+}
+
+// goodputOf returns the goodput, Gb/s, between two instants of a series of
+// cumulative byte samples, the bytes between samples interpolated linearly
+// so an interval need not fall on samples.
+func goodputOf(s []sample) func(a, b time.Time) float64 {
+	// bytesAt interpolates the cumulative bytes at t.
+	bytesAt := func(t time.Time) float64 {
+		if len(s) == 0 {
+			return 0
+		}
+		if !t.After(s[0].at) {
+			return float64(s[0].bytes)
+		}
+		for i := 1; i < len(s); i++ {
+			if !t.After(s[i].at) {
+				f := float64(t.Sub(s[i-1].at)) / float64(s[i].at.Sub(s[i-1].at))
+				return float64(s[i-1].bytes) + f*float64(s[i].bytes-s[i-1].bytes)
+			}
+		}
+		return float64(s[len(s)-1].bytes)
+	}
+	return func(a, b time.Time) float64 {
+		if !b.After(a) {
+			return 0
+		}
+		return (bytesAt(b) - bytesAt(a)) * 8 / b.Sub(a).Seconds() / 1e9
+	}
 }
 
 func printLeafSpine(w io.Writer, r *LeafSpineResult) {

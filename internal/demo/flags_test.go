@@ -32,6 +32,9 @@ func TestRateFlags(t *testing.T) {
 		"-topology leafspine -spine-rate 500kbit -before 1ms":   "-spine-rate 500kbit: want a rate from 1Mbit to 1000Gbit",
 		"-topology leafspine -spine-rate 250Mbit -cut sideways": `-cut "sideways": want blackhole or linkdown`,
 		"-topology leafspine -spine-rate 250000000 -before 1ms": "-before 1ms",
+		"-topology planes -planes 9":                            "-planes",
+		"-topology planes -cut-plane 2":                         "-cut-plane",
+		"-topology planes -before 10ms":                         "-before 10ms",
 	} {
 		err := Run(strings.Fields(args), &out)
 		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), want) {
@@ -41,24 +44,24 @@ func TestRateFlags(t *testing.T) {
 }
 
 // TestTopologyHelp: every topology's -h says what -topology takes, the
-// same way: all five names, where each one's flags are.
+// same way: all six names, where each one's flags are.
 func TestTopologyHelp(t *testing.T) {
-	for _, topo := range []string{"star", "leafspine", "incast", "libfabric", "conns"} {
+	for _, topo := range []string{"star", "leafspine", "incast", "libfabric", "conns", "planes"} {
 		var out strings.Builder
 		if err := Run([]string{"-topology", topo, "-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("-topology %s -h: %v", topo, err)
 		}
 		_, help, _ := strings.Cut(out.String(), "  -topology")
 		help, _, _ = strings.Cut(help, "\n  -")
-		for _, want := range []string{"star (", "leafspine (", "incast (", "libfabric (", "conns (", "-topology NAME -h", `(default "` + topo + `")`} {
+		for _, want := range []string{"star (", "leafspine (", "incast (", "libfabric (", "conns (", "planes (", "-topology NAME -h", `(default "` + topo + `")`} {
 			if !strings.Contains(help, want) {
 				t.Errorf("-topology %s -h: the -topology help lacks %q:\n%s", topo, want, help)
 			}
 		}
 	}
-	if err := Run([]string{"-topology", "planes"}, new(strings.Builder)); !errors.Is(err, cli.ErrUsage) ||
-		!strings.Contains(err.Error(), "want star, leafspine, incast, libfabric or conns") {
-		t.Errorf("-topology planes: %v", err)
+	if err := Run([]string{"-topology", "torus"}, new(strings.Builder)); !errors.Is(err, cli.ErrUsage) ||
+		!strings.Contains(err.Error(), "want star, leafspine, incast, libfabric, conns or planes") {
+		t.Errorf("-topology torus: %v", err)
 	}
 }
 

@@ -1,0 +1,394 @@
+package transport
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/metaroce/metaroce/wire"
+)
+
+// planeNet is two endpoints wired to each other by one link per plane,
+// driven in virtual time: a packet leaves from its sender's address on
+// the datagram's plane and must be addressed to the receiver's address on
+// that plane (planes share no switch, §7.9), or the test fails.
+type planeNet struct {
+	tb      testing.TB
+	now     Time
+	eps     [2]*Endpoint
+	addrs   [2][]netip.Addr // per plane; [0] is the endpoint's own
+	conns   [2]*Conn
+	mems    [2]*MemoryTable
+	regions [2][]byte
+	q       []ppkt
+	// dead planes drop everything; sent counts data packets (not
+	// probes) per sender and plane; conn keeps every conn packet sent.
+	dead  [MaxPlanes]bool
+	sent  [2][MaxPlanes]int
+	probe [2][MaxPlanes]int
+	conn  [2][][]byte
+	cq    [2][]Completion
+	buf   []byte
+	cqBuf []Completion
+}
+
+// ppkt is a packet in flight on a plane.
+type ppkt struct {
+	tpkt
+	plane int
+}
+
+func newPlaneNet(tb testing.TB, planes [2][]string, regionSize int) *planeNet {
+	n := &planeNet{tb: tb}
+	for i := range n.eps {
+		var as []netip.Addr
+		for _, s := range planes[i] {
+			var a netip.Addr
+			if s != "" {
+				a = netip.MustParseAddr(s)
+			}
+			as = append(as, a)
+		}
+		n.addrs[i] = as
+		cfg := Defaults
+		cfg.Seed = uint64(i + 1)
+		cfg.Planes = len(as)
+		ep, err := NewEndpoint(cfg, as[0])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := ep.SetPlaneAddrs(as); err != nil {
+			tb.Fatal(err)
+		}
+		n.eps[i] = ep
+		n.regions[i] = make([]byte, regionSize)
+		n.mems[i] = NewMemoryTable()
+		n.mems[i].Add(&Region{Key: regionKey, Addr: regionBase, Buf: n.regions[i],
+			Access: AccessRemoteWrite | AccessRemoteRead | AccessLocalWrite})
+	}
+	n.buf = make([]byte, n.eps[0].MaxPacket())
+	n.cqBuf = make([]Completion, 64)
+	n.eps[1].Listen(tService, n.mems[1])
+	return n
+}
+
+func (n *planeNet) connect() {
+	n.tb.Helper()
+	if _, err := n.eps[0].Connect(n.now, n.addrs[1][0], tService, n.mems[0]); err != nil {
+		n.tb.Fatal(err)
+	}
+	n.run(Time(time.Second), func() bool { return n.conns[0] != nil && n.conns[1] != nil })
+	if n.conns[0] == nil || n.conns[1] == nil {
+		n.tb.Fatalf("not connected: %v %v", n.cq[0], n.cq[1])
+	}
+}
+
+func (n *planeNet) flush() {
+	for i, ep := range n.eps {
+		for {
+			d, ok := ep.Transmit(n.now, n.buf)
+			if !ok {
+				break
+			}
+			n.send(i, d, n.buf[:d.Len])
+		}
+		for {
+			k := ep.PollCompletions(n.cqBuf)
+			if k == 0 {
+				break
+			}
+			for _, c := range n.cqBuf[:k] {
+				if c.Op == OpConnected {
+					n.conns[i] = c.Conn
+				}
+				n.cq[i] = append(n.cq[i], c)
+			}
+		}
+	}
+}
+
+func (n *planeNet) send(from int, d Datagram, pkt []byte) {
+	to := 1 - from
+	pl := int(d.Plane)
+	if pl >= len(n.addrs[from]) || !n.addrs[from][pl].IsValid() {
+		n.tb.Fatalf("endpoint %d sent on plane %d, where it has no port", from, pl)
+	}
+	if pl >= len(n.addrs[to]) || d.Dst != n.addrs[to][pl] {
+		n.tb.Fatalf("endpoint %d sent to %v on plane %d: not the peer's address there (%v)", from, d.Dst, pl, n.addrs[to])
+	}
+	p, err := wire.Parse(pkt)
+	if err != nil {
+		n.tb.Fatalf("endpoint %d sent a bad packet: %v", from, err)
+	}
+	switch {
+	case p.Class == wire.ClassConn:
+		if pl != 0 {
+			n.tb.Fatalf("conn packet %v on plane %d", p.Conn().Opcode(), pl)
+		}
+		n.conn[from] = append(n.conn[from], append([]byte(nil), pkt...))
+	case p.Class == wire.ClassData && p.Data().Opcode() == wire.OpProbe:
+		n.probe[from][pl]++
+	case p.Class == wire.ClassData:
+		n.sent[from][pl]++
+	}
+	if n.dead[pl] {
+		return
+	}
+	at := n.now + Time(2*time.Microsecond)
+	q := ppkt{tpkt{at: at, from: from, to: to, port: d.SrcPort, b: append([]byte(nil), pkt...)}, pl}
+	i := len(n.q)
+	for i > 0 && n.q[i-1].at > q.at {
+		i--
+	}
+	n.q = append(n.q, ppkt{})
+	copy(n.q[i+1:], n.q[i:])
+	n.q[i] = q
+}
+
+func (n *planeNet) step(until Time) bool {
+	n.flush()
+	next := until + 1
+	if len(n.q) > 0 {
+		next = n.q[0].at
+	}
+	for _, ep := range n.eps {
+		next = min(next, ep.NextTimeout())
+	}
+	if next > until {
+		return false
+	}
+	n.now = max(n.now, next)
+	for len(n.q) > 0 && n.q[0].at <= n.now {
+		p := n.q[0]
+		n.q = n.q[1:]
+		pl := p.plane
+		n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][pl], p.port, false, p.b)
+	}
+	for _, ep := range n.eps {
+		if ep.NextTimeout() <= n.now {
+			ep.Timeout(n.now)
+		}
+	}
+	n.flush()
+	return true
+}
+
+func (n *planeNet) run(d Time, cond func() bool) {
+	until := n.now + d
+	for {
+		if cond != nil && cond() {
+			return
+		}
+		if !n.step(until) {
+			n.now = until
+			return
+		}
+	}
+}
+
+// write posts one WRITE of src to the peer's region and runs until it
+// completes; it fails the test unless the data arrived intact.
+func (n *planeNet) write(src []byte, off uint64) {
+	n.tb.Helper()
+	n.mems[0].Add(&Region{Key: 0x10c, Addr: 0x700000, Buf: src, Access: AccessLocalWrite})
+	before := n.doneWrites()
+	if err := n.conns[0].PostWrite(&WorkRequest{WRID: 1, Local: src, RemoteAddr: regionBase + off, RKey: regionKey}); err != nil {
+		n.tb.Fatal(err)
+	}
+	n.eps[0].touch(n.conns[0])
+	n.run(Time(10*time.Second), func() bool { return n.doneWrites() > before })
+	if n.doneWrites() == before {
+		n.tb.Fatalf("WRITE did not complete")
+	}
+	if c := n.cq[0][len(n.cq[0])-1]; c.Status != StatusOK {
+		n.tb.Fatalf("WRITE completed with %v", c.Status)
+	}
+	if !bytes.Equal(n.regions[1][off:off+uint64(len(src))], src) {
+		n.tb.Fatalf("the data did not arrive intact")
+	}
+}
+
+func (n *planeNet) doneWrites() int {
+	k := 0
+	for _, c := range n.cq[0] {
+		if c.Op == OpWrite {
+			k++
+		}
+	}
+	return k
+}
+
+func planeInfo(c *Conn) []PlaneInfo { return c.Planes(nil) }
+
+// TestPlanesSpray: two hosts of two planes each learn each other's plane
+// addresses in the handshake (the application named only plane 0's), put
+// path i on plane i mod 2, and a WRITE's packets go half on each plane,
+// every one between the two ends' addresses on its plane (planeNet checks
+// that per packet).
+func TestPlanesSpray(t *testing.T) {
+	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 8<<20)
+	n.connect()
+	for i, want := range [][]PlaneInfo{
+		{{Plane: 0, Peer: n.addrs[1][0]}, {Plane: 1, Peer: n.addrs[1][1]}},
+		{{Plane: 0, Peer: n.addrs[0][0]}, {Plane: 1, Peer: n.addrs[0][1]}},
+	} {
+		if got := planeInfo(n.conns[i]); len(got) != 2 || got[0].Plane != want[0].Plane || got[0].Peer != want[0].Peer ||
+			got[1].Plane != want[1].Plane || got[1].Peer != want[1].Peer {
+			t.Fatalf("endpoint %d planes %v, want %v", i, got, want)
+		}
+	}
+	// CONNECT and ACCEPT carry one plane address each (§7.9).
+	for i := range n.conn {
+		for _, b := range n.conn[i] {
+			c := wire.Conn(b)
+			if op := c.Opcode(); (op == wire.OpConnect || op == wire.OpAccept) &&
+				(c.PlaneAddrs() != 1 || !bytes.Equal(c.PlaneAddr(0), n.addrs[i][1].AsSlice()) && netip.AddrFrom16([16]byte(c.PlaneAddr(0))).Unmap() != n.addrs[i][1]) {
+				t.Fatalf("endpoint %d %v announces %d planes % x", i, op, c.PlaneAddrs(), b[84:len(b)-4])
+			}
+		}
+	}
+	for i, p := range n.conns[0].Paths(nil) {
+		if p.Plane != i%2 {
+			t.Fatalf("path %d on plane %d", i, p.Plane)
+		}
+	}
+	n.write(pattern(4<<20, 3), 0)
+	a, b := n.sent[0][0], n.sent[0][1]
+	if share := float64(a) / float64(a+b); share < 0.4 || share > 0.6 {
+		t.Fatalf("plane 0 carried %d of %d data packets", a, a+b)
+	}
+	if n.sent[1][0]+n.sent[1][1] != 0 {
+		t.Fatalf("the receiver sent data")
+	}
+}
+
+// TestPlanesSinglePlanePeer: a two-plane host and a single-plane one use
+// plane 0 only, and the single-plane end's handshake packets carry no
+// plane addresses: they are what a single-plane endpoint always sent.
+func TestPlanesSinglePlanePeer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		planes [2][]string
+	}{
+		{"initiator-one-plane", [2][]string{{"10.0.0.1"}, {"10.0.0.2", "10.1.0.2"}}},
+		{"listener-one-plane", [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newPlaneNet(t, tc.planes, 1<<20)
+			n.connect()
+			for i := range n.conns {
+				if got := planeInfo(n.conns[i]); len(got) != 1 || got[0].Plane != 0 {
+					t.Fatalf("endpoint %d planes %v, want plane 0 only", i, got)
+				}
+			}
+			single := 0
+			if len(tc.planes[1]) == 1 {
+				single = 1
+			}
+			for _, b := range n.conn[single] {
+				if len(b) != wire.ConnLen+wire.Conn(b).PrivateLen()+wire.TrailerLen || binary16(b[80:]) != 0 {
+					t.Fatalf("single-plane end sent % x", b)
+				}
+			}
+			n.write(pattern(256<<10, 5), 0)
+			if n.sent[0][1] != 0 {
+				t.Fatalf("%d data packets on plane 1", n.sent[0][1])
+			}
+		})
+	}
+}
+
+func binary16(b []byte) int { return int(b[0])<<8 | int(b[1]) }
+
+// TestPlanesMissingPlane: three planes at the initiator, and the listener
+// has a port on plane 2 but none on plane 1: the connection sprays over
+// planes 0 and 2, path i on [0 2][i mod 2].
+func TestPlanesMissingPlane(t *testing.T) {
+	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1", "10.2.0.1"}, {"10.0.0.2", "", "10.2.0.2"}}, 1<<20)
+	n.connect()
+	got := planeInfo(n.conns[0])
+	if len(got) != 2 || got[0].Plane != 0 || got[1].Plane != 2 || got[1].Peer != n.addrs[1][2] {
+		t.Fatalf("planes %v, want 0 and 2", got)
+	}
+	n.write(pattern(512<<10, 7), 0)
+	if n.sent[0][1] != 0 || n.sent[0][2] == 0 || n.sent[0][0] == 0 {
+		t.Fatalf("data per plane %v", n.sent[0])
+	}
+}
+
+// TestPlanesWrongAddress: a packet of the connection from an address that
+// is none of the peer's plane addresses is dropped as from the wrong peer,
+// while one from the peer's plane-1 address is taken.
+func TestPlanesWrongAddress(t *testing.T) {
+	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 1<<20)
+	n.connect()
+	c := n.conns[1]
+	h := wire.DataHeader{Opcode: wire.OpProbe, Flags: wire.FlagAckReq, DstConn: c.localID, PathID: 1, PathSeq: 1, Timestamp: uint64(n.now)}
+	pkt := wire.AppendData(nil, &h, nil)
+	before := n.eps[1].Stats().RxWrongPeer
+	n.eps[1].Receive(n.now, netip.MustParseAddr("10.9.0.1"), false, pkt)
+	if n.eps[1].Stats().RxWrongPeer != before+1 {
+		t.Fatalf("a packet from a stranger's address was not dropped as from the wrong peer")
+	}
+	n.eps[1].Receive(n.now, n.addrs[0][1], false, pkt)
+	if n.eps[1].Stats().RxWrongPeer != before+1 {
+		t.Fatalf("a packet from the peer's plane-1 address was dropped")
+	}
+}
+
+// TestPlaneDeadMidTransfer: plane 1 goes dark in the middle of a series of
+// WRITEs; every WRITE still completes intact, and once its paths are
+// suspect plane 1 is down (§8.7.4) and carries probes, not data. When it
+// answers again, the first restored path brings the plane up and every
+// other path of it is probed at once: the whole plane is back within one
+// MaxProbeInterval and a few round trips, not one backed-off interval per
+// path.
+func TestPlaneDeadMidTransfer(t *testing.T) {
+	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
+	n.connect()
+	n.write(pattern(2<<20, 1), 0)
+	n.dead[1] = true
+	n.write(pattern(2<<20, 2), 2<<20)
+	before := n.sent[0][1]
+	probes := n.probe[0][1]
+	n.write(pattern(4<<20, 4), 4<<20)
+	if n.sent[0][1] != before {
+		t.Fatalf("%d data packets went on the dead plane after its paths were suspect", n.sent[0][1]-before)
+	}
+	if n.probe[0][1] == probes {
+		t.Fatalf("the dead plane was not probed")
+	}
+	pl := planeInfo(n.conns[0])
+	if !pl[1].Down || pl[1].ActivePaths != 0 || pl[0].Down || pl[0].ActivePaths != pl[0].Paths || n.eps[0].Stats().PlanesDown != 1 {
+		t.Fatalf("planes %+v, %d planes down; want plane 1 down, plane 0 whole", pl, n.eps[0].Stats().PlanesDown)
+	}
+	// Let the probes back off to MaxProbeInterval, then restore.
+	n.run(Time(100*time.Millisecond), nil)
+	// Put every path of plane 1 but its first 40 ms out of phase with it, as paths whose faults began at different times
+	// would be; the plane's return must not wait for each one's turn.
+	first := true
+	for i := range n.conns[0].snd.paths {
+		if p := &n.conns[0].snd.paths[i]; p.plane == 1 {
+			if !first {
+				p.probeInterval, p.probeAt = 40*time.Millisecond, n.now+Time(40*time.Millisecond)
+			}
+			first = false
+		}
+	}
+	n.dead[1] = false
+	restored := n.now
+	cfg := n.eps[0].Config()
+	for planeInfo(n.conns[0])[1].ActivePaths < planeInfo(n.conns[0])[1].Paths && n.now-restored < Time(time.Second) {
+		n.run(Time(100*time.Microsecond), nil)
+	}
+	took := time.Duration(n.now - restored)
+	t.Logf("plane 1 whole again %v after it answered (MaxProbeInterval %v)", took, cfg.MaxProbeInterval)
+	if took > cfg.MaxProbeInterval+2*time.Millisecond || n.eps[0].Stats().PlanesUp != 1 {
+		t.Fatalf("plane 1's paths all active %v after the plane answered again, %d planes up", took, n.eps[0].Stats().PlanesUp)
+	}
+	n.write(pattern(4<<20, 6), 8<<20)
+	if n.sent[0][1] == before {
+		t.Fatalf("plane 1 carried no data after it came back")
+	}
+}
