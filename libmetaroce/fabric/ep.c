@@ -574,8 +574,12 @@ void mrp_progress(struct mrp_ep *ep)
 	struct mr_wc wc[MRP_POLL_BATCH];
 	for (int taken = 0; taken < MRP_POLL_MAX;) {
 		int n = mr_cq_poll(ep->dcq, wc, MRP_POLL_BATCH);
-		if (n == MR_ERR_DAEMON_GONE)
+		if (n < 0) {
+			/* The daemon went, or wrote what no correct one writes
+			 * (MR_ERR_CORRUPT sticks): nothing more comes from it. */
 			ep->failed = 1;
+			MRP_DBG("shared CQ: %s", mr_strerror(n));
+		}
 		if (n <= 0)
 			break;
 		for (int i = 0; i < n; i++) {
