@@ -13,7 +13,7 @@ import (
 // TestCLibrarySharedCQ runs tests/mrcq.c (ASan+UBSan) between two daemons
 // through a switch dropping 1%: a server serving 8 connections from one
 // shared CQ slept on through its descriptor, every entry naming its queue
-// pair, WRITEs from 4-entry and SENDs from 3-entry scatter-gather lists
+// pair, each queue pair holding one descriptor of its own, WRITEs from 4-entry and SENDs from 3-entry scatter-gather lists
 // checked byte for byte at the server, and the hostile cases (another
 // session naming the CQ, destroying it in use, 5 entries, a wrong lkey,
 // an entry past its region). Its comment has the script.

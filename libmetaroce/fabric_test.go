@@ -207,9 +207,14 @@ func TestFiPingpong(t *testing.T) {
 // resolved for messages that came before their sender was inserted,
 // remote CQ data on messages and on fi_writedata, fi_write,
 // fi_inject_write and fi_read against heap memory the server registered
-// (each byte checked), FI_EACCES for a bad key, a send to itself, and the
-// server's FI_WAIT_FD completion queue (fi_cq_sread; FI_GETWAIT,
-// fi_trywait and poll).
+// (each byte checked), FI_EACCES for a bad key, local iov lists (fi_writev
+// of 4 iovs from 4 registrations landing byte for byte and taking no
+// transmit slot, fi_readv into 3, fi_writemsg and fi_readmsg with
+// unregistered iovs, tagged and FI_MSG sends of 3 and 4 iovs), the iov
+// limits fi_info states, a send to itself, and the server's FI_WAIT_FD
+// completion queue (fi_cq_sread; FI_GETWAIT, fi_trywait and poll) whose
+// wait set stays three descriptors with four peers (the endpoint's one
+// shared CQ), each peer costing exactly three descriptors.
 func TestFiFeatures(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")

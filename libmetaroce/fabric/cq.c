@@ -3,10 +3,11 @@
  * A CQ is a ring of entries the endpoint's progress fills. Progress is
  * manual: reading a CQ drives the endpoint bound to it. A CQ opened with
  * FI_WAIT_FD (or FI_WAIT_UNSPEC) has an epoll descriptor as its wait
- * object (fi_control FI_GETWAIT): it holds the doorbell end of every queue
- * pair of the bound endpoint (each added as the queue pair is made), a
- * timerfd and an eventfd (fi_cq_signal). fi_trywait arms every doorbell
- * (the completion rings' need-wakeup flags, docs/api.md Waking) and the
+ * object (fi_control FI_GETWAIT): it holds three descriptors however many
+ * peers the bound endpoint has: the doorbell end of the endpoint's shared
+ * completion queue (every queue pair of the endpoint completes into it),
+ * a timerfd and an eventfd (fi_cq_signal). fi_trywait arms the shared
+ * CQ (its need-wakeup flag, docs/api.md Shared completion queues) and the
  * timer for the endpoint's next listener poll, since a peer's first
  * connection rings no doorbell here: a sleeping endpoint wakes at most
  * every MRP_LISTEN_MAX_US to take it. The next read disarms them. */
@@ -38,6 +39,13 @@ void mrp_cq_watch(struct mrp_cq *cq, int fd)
 		return;
 	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 	epoll_ctl(cq->epfd, EPOLL_CTL_ADD, fd, &ev); /* EEXIST: tx and rx are the same CQ */
+}
+
+void mrp_cq_unwatch(struct mrp_cq *cq, int fd)
+{
+	if (!cq || cq->epfd < 0 || fd < 0)
+		return;
+	epoll_ctl(cq->epfd, EPOLL_CTL_DEL, fd, NULL); /* ENOENT: tx and rx are the same CQ */
 }
 
 static void cqe_write(const struct mrp_cq *cq, const struct mrp_cqe *e, void *dst)

@@ -114,12 +114,60 @@ void mrp_op_put(struct mrp_ep *ep, struct mrp_op *op)
 	ep->free_ops = op;
 }
 
-/* watch adds a queue pair's doorbell to the wait objects of the CQs. */
-static void watch(struct mrp_ep *ep, struct mr_qp *qp)
+/* ---- queue pair numbers: whose entry is it ---- */
+
+static size_t qhash(uint32_t qpn, size_t mask) { return (size_t)((qpn * 0x9E3779B1u) >> 7) & mask; }
+
+static struct mrp_qref *qref_find(struct mrp_ep *ep, uint32_t qpn)
 {
-	mrp_cq_watch(ep->tx, mr_qp_fd(qp));
-	if (ep->rx != ep->tx)
-		mrp_cq_watch(ep->rx, mr_qp_fd(qp));
+	if (!ep->qcap || !qpn)
+		return NULL;
+	size_t mask = ep->qcap - 1;
+	for (size_t i = qhash(qpn, mask);; i = (i + 1) & mask) {
+		if (ep->qmap[i].qpn == qpn)
+			return &ep->qmap[i];
+		if (!ep->qmap[i].qpn)
+			return NULL;
+	}
+}
+
+static void qref_put(struct mrp_qref *map, size_t cap, uint32_t qpn, int inbound, size_t idx)
+{
+	size_t mask = cap - 1;
+	size_t i = qhash(qpn, mask);
+	while (map[i].qpn)
+		i = (i + 1) & mask;
+	map[i] = (struct mrp_qref){.qpn = qpn, .inbound = inbound, .idx = idx};
+}
+
+/* qref_add records that qpn's entries are inbound connection idx's or
+ * outbound connection idx's, growing the table to keep it at most half
+ * full. Queue pairs are destroyed only with the endpoint: nothing is
+ * removed. */
+static int qref_add(struct mrp_ep *ep, uint32_t qpn, int inbound, size_t idx)
+{
+	if (2 * (ep->qn + 1) > ep->qcap) {
+		size_t cap = ep->qcap ? ep->qcap * 2 : 64;
+		struct mrp_qref *m = calloc(cap, sizeof *m);
+		if (!m)
+			return -FI_ENOMEM;
+		for (size_t i = 0; i < ep->qcap; i++)
+			if (ep->qmap[i].qpn)
+				qref_put(m, cap, ep->qmap[i].qpn, ep->qmap[i].inbound, ep->qmap[i].idx);
+		free(ep->qmap);
+		ep->qmap = m;
+		ep->qcap = cap;
+	}
+	qref_put(ep->qmap, ep->qcap, qpn, inbound, idx);
+	ep->qn++;
+	return 0;
+}
+
+/* new_qp makes a queue pair completing into the endpoint's shared CQ (so
+ * on its engine, the listener's). */
+static int new_qp(struct mrp_ep *ep, struct mr_qp **qp)
+{
+	return mr_create_qp(ep->dom->ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq = ep->dcq}, qp);
 }
 
 /* ---- outbound connections ---- */
@@ -146,6 +194,18 @@ static int grow_out(struct mrp_ep *ep, size_t n)
 	return 0;
 }
 
+/* out_fail ends an outbound connection: later operations to the peer fail
+ * at once with err. */
+static void out_fail(struct mrp_ep *ep, struct mrp_out *o, int err)
+{
+	if (o->state == MRP_OUT_FAILED)
+		return;
+	if (o->state == MRP_OUT_WAIT)
+		ep->nwaiting--;
+	o->state = MRP_OUT_FAILED;
+	o->err = err;
+}
+
 /* mrp_peer returns dest's outbound connection once it is ready; the first
  * call connects it and, like every call until the peer's READY came,
  * answers -FI_EAGAIN. */
@@ -167,32 +227,37 @@ int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 		return -FI_EAGAIN;
 	}
 	struct mr_qp *qp;
-	e = mr_create_qp(ep->dom->ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq_slots = 256}, &qp);
+	e = new_qp(ep, &qp);
 	if (e)
 		return -mrp_errno(e);
+	if ((e = qref_add(ep, mr_qp_num(qp), 0, (size_t)dest)) != 0) {
+		mr_destroy_qp(qp);
+		return e;
+	}
 	/* The receive for the peer's READY, posted before the connection can
 	 * carry it. */
 	struct mr_wr w = {.op = MR_WR_RECV, .wr_id = WR_READY, .lkey = ep->mr->key, .laddr = ctl_addr(ep, CTL_READY),
 			  .length = CTL_HELLO - CTL_READY};
 	int n = mr_post(qp, &w, 1);
 	if (n < 0) {
-		mr_destroy_qp(qp);
-		return -mrp_errno(n);
+		/* Kept, failed: its number stays in the table, naming a dead
+		 * connection, so no entry of it can be mistaken for another's. */
+		o->qp = qp;
+		out_fail(ep, o, mrp_errno(n));
+		return -o->err;
 	}
 	const struct mrp_name *p = &ep->av->peers[dest];
 	MRP_DBG("connect to %s/%u (fi_addr %llu)", p->ip, p->service, (unsigned long long)dest);
+	o->qp = qp;
 	e = mr_connect_token(qp, p->ip, p->service, p->token, 10000);
 	if (e) {
-		mr_destroy_qp(qp);
-		o->state = MRP_OUT_FAILED;
-		o->err = mrp_errno(e);
+		out_fail(ep, o, mrp_errno(e));
 		MRP_DBG("connect failed: %s (%s)", mr_strerror(e), mr_ctx_error(ep->dom->ctx));
 		return -o->err;
 	}
-	o->qp = qp;
 	o->state = MRP_OUT_WAIT;
+	ep->nwaiting++;
 	o->deadline_us = mrp_now_us() + (int64_t)MRP_READY_MS * 1000;
-	watch(ep, qp);
 	return -FI_EAGAIN;
 }
 
@@ -208,64 +273,91 @@ static void out_ready(struct mrp_ep *ep, struct mrp_out *o)
 			  .length = MRP_HDR + sizeof ep->name};
 	int n = mr_post(o->qp, &w, 1);
 	if (n < 0) {
-		o->state = MRP_OUT_FAILED;
-		o->err = mrp_errno(n);
+		out_fail(ep, o, mrp_errno(n));
 		return;
 	}
+	ep->nwaiting--;
 	o->state = MRP_OUT_READY;
 }
 
-static void out_progress(struct mrp_ep *ep, struct mrp_out *o, int64_t now)
+/* scatter copies len bytes at p into the iovs. */
+static void scatter(const struct iovec *iov, int n, const uint8_t *p, size_t len)
 {
-	struct mr_wc wc[16];
-	int n = mr_poll_cq(o->qp, wc, 16);
-	if (n == MR_ERR_DAEMON_GONE)
-		ep->failed = 1;
-	for (int i = 0; i < n; i++) {
-		if (wc[i].wr_id == WR_READY) {
-			if (wc[i].status == MR_WC_SUCCESS && o->state == MRP_OUT_WAIT)
+	for (int i = 0; i < n && len; i++) {
+		size_t k = iov[i].iov_len < len ? iov[i].iov_len : len;
+		memcpy(iov[i].iov_base, p, k);
+		p += k;
+		len -= k;
+	}
+}
+
+/* event_errno: why a terminal connection event ends the connection. */
+static int event_errno(const struct mr_wc *wc)
+{
+	switch (wc->event) {
+	case MR_EVENT_PEER_CLOSED: return FI_ECONNRESET;
+	case MR_EVENT_RETRY_EXCEEDED: return FI_ETIMEDOUT;
+	}
+	return mrp_wc_errno(wc->status);
+}
+
+/* out_wc takes one entry of an outbound queue pair. */
+static void out_wc(struct mrp_ep *ep, struct mrp_out *o, const struct mr_wc *wc)
+{
+	if (wc->op == MR_WC_EVENT) {
+		/* Its completions came before it: nothing more can. */
+		if (wc->event != MR_EVENT_CONNECTED)
+			out_fail(ep, o, event_errno(wc));
+		return;
+	}
+	if (wc->wr_id == WR_READY) {
+		if (o->state == MRP_OUT_WAIT) {
+			if (wc->status == MR_WC_SUCCESS)
 				out_ready(ep, o);
-			else if (wc[i].status != MR_WC_SUCCESS && o->state == MRP_OUT_WAIT) {
-				o->state = MRP_OUT_FAILED;
-				o->err = mrp_wc_errno(wc[i].status);
-			}
-			continue;
+			else
+				out_fail(ep, o, mrp_wc_errno(wc->status));
 		}
-		if (wc[i].wr_id >= MRP_OPS) {
-			if (wc[i].status != MR_WC_SUCCESS && wc[i].status != MR_WC_FLUSHED) {
-				o->state = MRP_OUT_FAILED;
-				o->err = mrp_wc_errno(wc[i].status);
-			}
-			continue;
-		}
-		struct mrp_op *op = &ep->ops[wc[i].wr_id];
-		if (!op->kind)
-			continue;
-		int ok = wc[i].status == MR_WC_SUCCESS;
-		if (ok && op->kind == MRP_OP_READ && op->slot >= 0)
-			memcpy(op->ubuf, mrp_slot_ptr(ep, op->slot), op->len);
-		if (op->slot >= 0)
-			ep->slot_busy[op->slot] = 0;
-		if (!ok || op->complete) {
-			struct mrp_cqe e = {.ctx = op->ctx, .flags = op->flags, .src = FI_ADDR_NOTAVAIL};
-			if (!ok) {
-				e.err = mrp_wc_errno(wc[i].status);
-				e.prov_errno = wc[i].status;
-			}
-			mrp_cq_push(ep->tx, &e);
-		}
-		if (!ok && wc[i].status != MR_WC_REMOTE_ACCESS && wc[i].status != MR_WC_LOCAL_PROTECTION &&
-		    wc[i].status != MR_WC_LOCAL_LENGTH && wc[i].status != MR_WC_BAD_WR) {
-			/* The connection is over: later operations fail at once. */
-			o->state = MRP_OUT_FAILED;
-			o->err = mrp_wc_errno(wc[i].status);
-		}
-		mrp_op_put(ep, op);
+		return;
 	}
-	if (o->state == MRP_OUT_WAIT && now > o->deadline_us) {
-		o->state = MRP_OUT_FAILED;
-		o->err = FI_ETIMEDOUT;
+	if (wc->wr_id >= MRP_OPS) {
+		if (wc->status != MR_WC_SUCCESS && wc->status != MR_WC_FLUSHED)
+			out_fail(ep, o, mrp_wc_errno(wc->status));
+		return;
 	}
+	struct mrp_op *op = &ep->ops[wc->wr_id];
+	if (!op->kind)
+		return;
+	int ok = wc->status == MR_WC_SUCCESS;
+	if (ok && op->kind == MRP_OP_READ && op->slot >= 0) {
+		size_t len = 0;
+		for (int i = 0; i < op->niov; i++)
+			len += op->uiov[i].iov_len;
+		scatter(op->uiov, op->niov, mrp_slot_ptr(ep, op->slot), len);
+	}
+	if (op->slot >= 0)
+		ep->slot_busy[op->slot] = 0;
+	if (!ok || op->complete) {
+		struct mrp_cqe e = {.ctx = op->ctx, .flags = op->flags, .src = FI_ADDR_NOTAVAIL};
+		if (!ok) {
+			e.err = mrp_wc_errno(wc->status);
+			e.prov_errno = wc->status;
+		}
+		mrp_cq_push(ep->tx, &e);
+	}
+	if (!ok && wc->status != MR_WC_REMOTE_ACCESS && wc->status != MR_WC_LOCAL_PROTECTION &&
+	    wc->status != MR_WC_LOCAL_LENGTH && wc->status != MR_WC_BAD_WR) {
+		/* The connection is over: later operations fail at once. */
+		out_fail(ep, o, mrp_wc_errno(wc->status));
+	}
+	mrp_op_put(ep, op);
+}
+
+/* out_deadlines fails connections whose READY did not come in time. */
+static void out_deadlines(struct mrp_ep *ep, int64_t now)
+{
+	for (size_t i = 0; i < ep->outs && ep->nwaiting; i++)
+		if (ep->out[i].state == MRP_OUT_WAIT && now > ep->out[i].deadline_us)
+			out_fail(ep, &ep->out[i], FI_ETIMEDOUT);
 }
 
 /* ---- inbound connections ---- */
@@ -307,7 +399,7 @@ static int accept_in(struct mrp_ep *ep, uint64_t req)
 		return MR_ERR_SYS;
 	in->addr = FI_ADDR_NOTAVAIL;
 	size_t size = (size_t)MRP_RX_PEER * MRP_SLOT + CTL_SIZE;
-	int e = mr_create_qp(ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq_slots = 256}, &in->qp);
+	int e = new_qp(ep, &in->qp);
 	if (!e)
 		e = mr_mem_alloc(size, &in->mem);
 	if (!e)
@@ -327,12 +419,15 @@ static int accept_in(struct mrp_ep *ep, uint64_t req)
 		int n = mr_post(in->qp, &w, 1);
 		e = n < 0 ? n : 0;
 	}
+	if (!e && qref_add(ep, mr_qp_num(in->qp), 1, ep->nin) != 0)
+		e = MR_ERR_SYS;
 	if (e) {
+		/* Its entries already in the CQ (a flushed receive) name a
+		 * number no longer in the table: dropped. */
 		in_free(in);
 		return e;
 	}
 	ep->in[ep->nin++] = in;
-	watch(ep, in->qp);
 	return 0;
 }
 
@@ -394,55 +489,54 @@ static int in_slot_done(struct mrp_ep *ep, struct mrp_in *in, uint32_t slot, uin
 	return kept;
 }
 
-static void in_progress(struct mrp_ep *ep, struct mrp_in *in)
+/* in_held hands on the arrivals an inbound connection holds, in order,
+ * while there is room for them. */
+static void in_held(struct mrp_ep *ep, struct mrp_in *in)
 {
-	/* Held arrivals first, in order. */
 	while (in->hh != in->ht) {
 		unsigned k = in->hh % MRP_RX_PEER;
 		if (!in_slot_done(ep, in, in->held[k], in->held_len[k]))
 			break;
 		in_post(in, in->held[k]);
 		in->hh++;
+		ep->held--;
 	}
-	struct mr_wc wc[16];
-	int n = mr_poll_cq(in->qp, wc, 16);
-	if (n == MR_ERR_DAEMON_GONE)
-		ep->failed = 1;
-	for (int i = 0; i < n; i++) {
-		if (wc[i].op == MR_WC_RECV_WRITE_IMM) {
-			/* fi_writedata's remote CQ data: the bytes are in place. */
-			if (wc[i].status == MR_WC_SUCCESS) {
-				struct mrp_cqe e = {.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE,
-						    .len = wc[i].bytes, .data = wc[i].imm, .src = mrp_src(ep, in)};
-				mrp_cq_push(ep->rx, &e);
-			}
-			continue;
+}
+
+/* in_wc takes one entry of an inbound queue pair. */
+static void in_wc(struct mrp_ep *ep, struct mrp_in *in, const struct mr_wc *wc)
+{
+	if (wc->op == MR_WC_RECV_WRITE_IMM) {
+		/* fi_writedata's remote CQ data: the bytes are in place. */
+		if (wc->status == MR_WC_SUCCESS) {
+			struct mrp_cqe e = {.flags = FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE, .len = wc->bytes,
+					    .data = wc->imm, .src = mrp_src(ep, in)};
+			mrp_cq_push(ep->rx, &e);
 		}
-		if (wc[i].op != MR_WC_RECV || wc[i].wr_id >= MRP_RX_PEER)
-			continue; /* our READY's SEND */
-		uint32_t slot = (uint32_t)wc[i].wr_id;
-		if (wc[i].status != MR_WC_SUCCESS)
-			continue; /* flushed: the peer went */
-		uint32_t len = wc[i].bytes;
-		if (in->hh == in->ht && in_slot_done(ep, in, slot, len)) {
-			in_post(in, slot);
-			continue;
-		}
-		unsigned k = in->ht++ % MRP_RX_PEER;
-		in->held[k] = slot;
-		in->held_len[k] = len;
+		return;
 	}
+	if (wc->op != MR_WC_RECV || wc->wr_id >= MRP_RX_PEER)
+		return; /* our READY's SEND, or a connection event: the peer's sends say the rest */
+	uint32_t slot = (uint32_t)wc->wr_id;
+	if (wc->status != MR_WC_SUCCESS)
+		return; /* flushed: the peer went */
+	uint32_t len = wc->bytes;
+	/* Behind held arrivals it waits its turn, keeping the peer's order. */
+	if (in->hh == in->ht && in_slot_done(ep, in, slot, len)) {
+		in_post(in, slot);
+		return;
+	}
+	unsigned k = in->ht++ % MRP_RX_PEER;
+	in->held[k] = slot;
+	in->held_len[k] = len;
+	ep->held++;
 }
 
 /* ---- progress and waiting ---- */
 
 static void disarm(struct mrp_ep *ep)
 {
-	for (size_t i = 0; i < ep->nin; i++)
-		mr_qp_disarm(ep->in[i]->qp);
-	for (size_t i = 0; i < ep->outs; i++)
-		if (ep->out[i].qp)
-			mr_qp_disarm(ep->out[i].qp);
+	mr_cq_disarm(ep->dcq);
 	uint64_t v;
 	if (ep->tx && ep->tx->timerfd >= 0 && read(ep->tx->timerfd, &v, sizeof v) < 0) {
 	}
@@ -454,16 +548,17 @@ static void disarm(struct mrp_ep *ep)
 int mrp_arm(struct mrp_ep *ep)
 {
 	ep->armed = 1;
-	for (size_t i = 0; i < ep->nin; i++)
-		if (mr_qp_arm(ep->in[i]->qp) != 0)
-			return -FI_EAGAIN;
-	for (size_t i = 0; i < ep->outs; i++)
-		if (ep->out[i].qp && mr_qp_arm(ep->out[i].qp) != 0)
-			return -FI_EAGAIN;
+	if (mr_cq_arm(ep->dcq) != 0)
+		return -FI_EAGAIN;
 	if (ep->listen_at <= mrp_now_us())
 		return -FI_EAGAIN;
 	return 0;
 }
+
+/* MRP_POLL_BATCH entries are taken at a time; a pass takes at most
+ * MRP_POLL_MAX, so one busy peer cannot keep the caller in progress. */
+#define MRP_POLL_BATCH 32
+#define MRP_POLL_MAX 1024
 
 void mrp_progress(struct mrp_ep *ep)
 {
@@ -473,11 +568,35 @@ void mrp_progress(struct mrp_ep *ep)
 		disarm(ep);
 	int64_t now = mrp_now_us();
 	listen_poll(ep, now);
-	for (size_t i = 0; i < ep->nin; i++)
-		in_progress(ep, ep->in[i]);
-	for (size_t i = 0; i < ep->outs; i++)
-		if (ep->out[i].qp)
-			out_progress(ep, &ep->out[i], now);
+	if (ep->held)
+		for (size_t i = 0; i < ep->nin; i++)
+			in_held(ep, ep->in[i]);
+	struct mr_wc wc[MRP_POLL_BATCH];
+	for (int taken = 0; taken < MRP_POLL_MAX;) {
+		int n = mr_cq_poll(ep->dcq, wc, MRP_POLL_BATCH);
+		if (n < 0) {
+			/* The daemon went, or wrote what no correct one writes
+			 * (MR_ERR_CORRUPT sticks): nothing more comes from it. */
+			ep->failed = 1;
+			MRP_DBG("shared CQ: %s", mr_strerror(n));
+		}
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			const struct mrp_qref *q = qref_find(ep, wc[i].qp_num);
+			if (!q)
+				continue; /* a queue pair given up before it was recorded */
+			if (q->inbound)
+				in_wc(ep, ep->in[q->idx], &wc[i]);
+			else
+				out_wc(ep, &ep->out[q->idx], &wc[i]);
+		}
+		taken += n;
+		if (n < MRP_POLL_BATCH)
+			break;
+	}
+	if (ep->nwaiting)
+		out_deadlines(ep, now);
 }
 
 /* ---- the endpoint object ---- */
@@ -531,6 +650,10 @@ static int ep_control(struct fid *fid, int cmd, void *arg)
 		return -FI_ENOSYS;
 	if (!ep->rx || !ep->tx || !ep->av)
 		return -FI_ENOCQ;
+	/* One descriptor wakes the endpoint for every peer's queue pairs. */
+	mrp_cq_watch(ep->tx, mr_cq_fd(ep->dcq));
+	if (ep->rx != ep->tx)
+		mrp_cq_watch(ep->rx, mr_cq_fd(ep->dcq));
 	ep->enabled = 1;
 	return 0;
 }
@@ -545,6 +668,14 @@ static int ep_close(struct fid *fid)
 	for (size_t i = 0; i < ep->nin; i++)
 		in_free(ep->in[i]);
 	free(ep->in);
+	free(ep->qmap);
+	if (ep->dcq) {
+		if (ep->tx)
+			mrp_cq_unwatch(ep->tx, mr_cq_fd(ep->dcq));
+		if (ep->rx && ep->rx != ep->tx)
+			mrp_cq_unwatch(ep->rx, mr_cq_fd(ep->dcq));
+		mr_destroy_cq(ep->dcq); /* its queue pairs are gone: MR_ERR_BUSY cannot be, the session frees it if so */
+	}
 	if (ep->service)
 		mr_unlisten(ep->dom->ctx, ep->service);
 	if (ep->mr)
@@ -644,6 +775,10 @@ int mrp_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **o
 	e = mr_mem_alloc(size, &ep->mem);
 	if (!e)
 		e = mr_reg(d->ctx, ep->mem, 0, size, MR_ACCESS_LOCAL_WRITE, &ep->mr);
+	/* The CQ and the listener on one engine: a CQ's queue pairs live on
+	 * its engine, accepted ones included (docs/api.md). */
+	if (!e)
+		e = mr_create_cq(d->ctx, &(struct mr_cq_attr){.slots = MRP_DCQ_SLOTS, .engine = 0}, &ep->dcq);
 	if (!e)
 		e = mr_listen(d->ctx, 0, 256, 0, &ep->service, &ep->name.token, local, sizeof local);
 	if (e) {
@@ -651,6 +786,8 @@ int mrp_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **o
 		return -mrp_errno(e);
 	}
 	snprintf(ep->name.ip, sizeof ep->name.ip, "%.45s", local);
+	int sge = mr_ctx_limits(d->ctx)->max_sge;
+	ep->max_sge = sge < 0 ? 0 : sge > MR_MAX_SGE ? MR_MAX_SGE : sge;
 	ep->name.service = ep->service;
 	*out = &ep->ep;
 	return 0;

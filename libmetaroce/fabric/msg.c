@@ -1,6 +1,11 @@
-/* msg.c: FI_MSG and FI_TAGGED. A send copies the header and the payload
- * into a transmit slot and posts a SEND on the peer's outbound queue pair
- * (a send to this endpoint itself is matched here, with no daemon). An
+/* msg.c: FI_MSG and FI_TAGGED. A send writes the header into a transmit
+ * slot and posts a SEND on the peer's outbound queue pair (a send to this
+ * endpoint itself is matched here, with no daemon): a payload iov lying in
+ * the region its desc names goes as it is, an entry of the SEND's
+ * scatter-gather list after the header (mr_wr.sg_list), the others are
+ * copied into the slot behind the header; if the list would be longer
+ * than the daemon's max_sge, everything is copied. The receiver sees one
+ * message either way. An
  * arrival is matched against the posted receives of its kind in order:
  * a receive takes it if its source is FI_ADDR_UNSPEC or the sender's
  * fi_addr_t (FI_DIRECTED_RECV), and, tagged, if the tags agree outside the
@@ -11,8 +16,6 @@
 #include <string.h>
 
 #include "prov.h"
-
-#define MRP_IOV 4 /* tx iov_limit: a send gathers into its slot */
 
 /* want: whether a successful operation reports a completion (fi_endpoint(3),
  * FI_SELECTIVE_COMPLETION: only those with FI_COMPLETION, per direction). */
@@ -255,8 +258,8 @@ static ssize_t do_recv(struct mrp_ep *ep, int tagged, const struct iovec *iov, s
 	return 0;
 }
 
-static ssize_t do_send(struct mrp_ep *ep, int kind, const struct iovec *iov, size_t count, int has_data,
-		       uint64_t data, uint64_t tag, fi_addr_t dest, void *ctx, uint64_t flags, int inject)
+static ssize_t do_send(struct mrp_ep *ep, int kind, const struct iovec *iov, void **desc, size_t count,
+		       int has_data, uint64_t data, uint64_t tag, fi_addr_t dest, void *ctx, uint64_t flags, int inject)
 {
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
@@ -313,11 +316,47 @@ static ssize_t do_send(struct mrp_ep *ep, int kind, const struct iovec *iov, siz
 		return -FI_EAGAIN;
 	}
 	uint8_t *s = mrp_slot_ptr(ep, slot);
+	uint64_t sa = mrp_slot_addr(ep, slot);
 	memcpy(s, &h, sizeof h);
-	for (size_t i = 0, off = MRP_HDR; i < count; off += iov[i].iov_len, i++)
-		memcpy(s + off, iov[i].iov_base, iov[i].iov_len);
+	/* The list: the header (and what is copied behind it) in the slot,
+	 * registered iovs in place. Adjacent copies share one entry. */
+	struct mr_sge sg[MRP_IOV + 1];
+	int nsg = 1;
+	sg[0] = (struct mr_sge){.addr = sa, .length = MRP_HDR, .lkey = ep->mr->key};
+	size_t off = MRP_HDR;
+	for (size_t i = 0; i < count && nsg <= ep->max_sge; i++) {
+		size_t l = iov[i].iov_len;
+		if (!l)
+			continue;
+		struct mrp_mr *m = inject ? NULL : mrp_mr_of(ep->dom, desc ? desc[i] : NULL, iov[i].iov_base, l);
+		if (m) {
+			sg[nsg++] = (struct mr_sge){.addr = (uint64_t)(uintptr_t)iov[i].iov_base, .length = (uint32_t)l,
+						    .lkey = m->reg->key};
+			continue;
+		}
+		memcpy(s + off, iov[i].iov_base, l);
+		struct mr_sge *last = &sg[nsg - 1];
+		if (last->lkey == ep->mr->key && last->addr + last->length == sa + off)
+			last->length += (uint32_t)l;
+		else
+			sg[nsg++] = (struct mr_sge){.addr = sa + off, .length = (uint32_t)l, .lkey = ep->mr->key};
+		off += l;
+	}
+	if (nsg > ep->max_sge) {
+		/* Too many entries (or no lists at this daemon): all copied. */
+		nsg = 1;
+		off = MRP_HDR;
+		for (size_t i = 0; i < count; off += iov[i].iov_len, i++)
+			if (iov[i].iov_len)
+				memcpy(s + off, iov[i].iov_base, iov[i].iov_len);
+		sg[0].length = (uint32_t)off;
+	}
 	struct mr_wr w = {.op = MR_WR_SEND, .wr_id = (uint64_t)(op - ep->ops), .lkey = ep->mr->key,
-			  .laddr = mrp_slot_addr(ep, slot), .length = (uint32_t)(MRP_HDR + len)};
+			  .laddr = sa, .length = (uint32_t)(MRP_HDR + len)};
+	if (nsg > 1) {
+		w.sg_list = sg;
+		w.num_sge = nsg;
+	}
 	int n = mr_post(o->qp, &w, 1);
 	if (n < 0) {
 		mrp_op_put(ep, op);
@@ -338,6 +377,7 @@ static ssize_t do_send(struct mrp_ep *ep, int kind, const struct iovec *iov, siz
 
 #define EP(f) ((struct mrp_ep *)(f))
 #define IOV1(b, l) (&(struct iovec){.iov_base = (void *)(b), .iov_len = (l)})
+#define DESC1(d) (&(void *){(d)})
 
 /* ---- FI_MSG ---- */
 
@@ -361,38 +401,35 @@ static ssize_t m_recvmsg(struct fid_ep *f, const struct fi_msg *m, uint64_t flag
 
 static ssize_t m_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), 1, 0, 0, 0, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), DESC1(desc), 1, 0, 0, 0, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t m_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
 		       void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_MSG, iov, count, 0, 0, 0, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_MSG, iov, desc, count, 0, 0, 0, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t m_sendmsg(struct fid_ep *f, const struct fi_msg *m, uint64_t flags)
 {
-	return do_send(EP(f), MRP_K_MSG, m->msg_iov, m->iov_count, !!(flags & FI_REMOTE_CQ_DATA), m->data, 0,
-		       m->addr, m->context, flags, 0);
+	return do_send(EP(f), MRP_K_MSG, m->msg_iov, m->desc, m->iov_count, !!(flags & FI_REMOTE_CQ_DATA), m->data,
+		       0, m->addr, m->context, flags, 0);
 }
 
 static ssize_t m_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest)
 {
-	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), 1, 0, 0, 0, dest, NULL, 0, 1);
+	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), NULL, 1, 0, 0, 0, dest, NULL, 0, 1);
 }
 
 static ssize_t m_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
 			  void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), 1, 1, data, 0, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), DESC1(desc), 1, 1, data, 0, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t m_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
 {
-	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), 1, 1, data, 0, dest, NULL, 0, 1);
+	return do_send(EP(f), MRP_K_MSG, IOV1(buf, len), NULL, 1, 1, data, 0, dest, NULL, 0, 1);
 }
 
 struct fi_ops_msg mrp_msg_ops = {.size = sizeof(struct fi_ops_msg), .recv = m_recv, .recvv = m_recvv,
@@ -423,39 +460,36 @@ static ssize_t t_recvmsg(struct fid_ep *f, const struct fi_msg_tagged *m, uint64
 static ssize_t t_send(struct fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t tag,
 		      void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), 1, 0, 0, tag, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), DESC1(desc), 1, 0, 0, tag, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t t_sendv(struct fid_ep *f, const struct iovec *iov, void **desc, size_t count, fi_addr_t dest,
 		       uint64_t tag, void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_TAGGED, iov, count, 0, 0, tag, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_TAGGED, iov, desc, count, 0, 0, tag, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t t_sendmsg(struct fid_ep *f, const struct fi_msg_tagged *m, uint64_t flags)
 {
-	return do_send(EP(f), MRP_K_TAGGED, m->msg_iov, m->iov_count, !!(flags & FI_REMOTE_CQ_DATA), m->data, m->tag,
-		       m->addr, m->context, flags, 0);
+	return do_send(EP(f), MRP_K_TAGGED, m->msg_iov, m->desc, m->iov_count, !!(flags & FI_REMOTE_CQ_DATA), m->data,
+		       m->tag, m->addr, m->context, flags, 0);
 }
 
 static ssize_t t_inject(struct fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
 {
-	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), 1, 0, 0, tag, dest, NULL, 0, 1);
+	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), NULL, 1, 0, 0, tag, dest, NULL, 0, 1);
 }
 
 static ssize_t t_senddata(struct fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
 			  uint64_t tag, void *ctx)
 {
-	(void)desc;
-	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), 1, 1, data, tag, dest, ctx, EP(f)->tx_flags, 0);
+	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), DESC1(desc), 1, 1, data, tag, dest, ctx, EP(f)->tx_flags, 0);
 }
 
 static ssize_t t_injectdata(struct fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
 			    uint64_t tag)
 {
-	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), 1, 1, data, tag, dest, NULL, 0, 1);
+	return do_send(EP(f), MRP_K_TAGGED, IOV1(buf, len), NULL, 1, 1, data, tag, dest, NULL, 0, 1);
 }
 
 struct fi_ops_tagged mrp_tagged_ops = {.size = sizeof(struct fi_ops_tagged), .recv = t_recv, .recvv = t_recvv,

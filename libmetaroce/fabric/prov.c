@@ -222,7 +222,12 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	uint64_t txf = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
 	uint64_t rxf = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	struct fi_tx_attr tx = {.caps = caps & MRP_TX_CAPS, .op_flags = txf, .msg_order = FI_ORDER_SAS, .size = MRP_TX,
-				.iov_limit = 4, .rma_iov_limit = 1, .inject_size = MRP_INJECT};
+				.iov_limit = MRP_IOV, .rma_iov_limit = 1, .inject_size = MRP_INJECT};
+	/* tx iov_limit: local iovs of a send or an RMA operation (a list of
+	 * the daemon's when they are registered, else copied through a slot);
+	 * rma_iov_limit 1: one remote range per operation (nothing is split
+	 * into several requests behind the application's back). rx
+	 * iov_limit 1: a receive takes one buffer. */
 	struct fi_rx_attr rx = {.caps = caps & MRP_RX_CAPS, .op_flags = rxf, .msg_order = FI_ORDER_SAS, .size = MRP_POSTED,
 				.iov_limit = 1, .total_buffered_recv = 0};
 	struct fi_ep_attr ep = {.type = FI_EP_RDM, .protocol = FI_PROTO_UNSPEC, .max_msg_size = MRP_MAX_MSG,

@@ -5,7 +5,12 @@
  * domain: regions registered in it are reachable through every endpoint
  * of the domain). An FI_EP_RDM endpoint is a listener (its name is the
  * engine's address and the listener's service), a registered bounce area
- * (transmit slots), and two sets of queue pairs, one per peer each way:
+ * (transmit slots), one shared completion queue of the daemon's
+ * (mr_create_cq, on the listener's engine) and two sets of queue pairs,
+ * one per peer each way, all completing into that CQ: progress polls the
+ * one ring and hands each entry to its queue pair's connection by
+ * mr_wc.qp_num, and a sleeper waits on the one CQ descriptor however many
+ * peers there are:
  *
  *   outbound: the first operation towards a peer creates a queue pair
  *     and connects it to the peer's listener, then waits (the operation
@@ -67,6 +72,8 @@
 #define MRP_CQ_LEN 8192             /* more than MRP_OPS + MRP_POSTED + peeks: never overruns */
 #define MRP_INJECT 4096             /* inject_size: every send is copied anyway */
 #define MRP_CQ_DATA 4               /* remote CQ data: 32 bits (the transport's immediate) */
+#define MRP_IOV 4                   /* tx iov_limit: local iovs of a send or an RMA operation */
+#define MRP_DCQ_SLOTS 4096          /* the daemon's shared CQ: room for ~200 peers' posted receives */
 #define MRP_PROV_VERSION FI_VERSION(0, 2)
 /* A connecting side waits this long for a peer's READY. */
 #define MRP_READY_MS 30000
@@ -117,7 +124,7 @@ struct mrp_cq {
 	struct mrp_ep *ep;
 	int format;
 	int wait;           /* FI_WAIT_FD: epfd below is the wait object */
-	int epfd, timerfd;  /* epoll set of the bound endpoint's doorbells and the listener timer */
+	int epfd, timerfd;  /* epoll set of the bound endpoint's CQ doorbell and the listener timer */
 	int sigfd;          /* eventfd for fi_cq_signal */
 	struct mrp_cqe *e;  /* MRP_CQ_LEN */
 	unsigned head, tail;
@@ -186,9 +193,18 @@ struct mrp_op {
 	int complete; /* report a completion on success */
 	void *ctx;
 	uint64_t flags;
-	void *ubuf; /* fi_read through a slot: where the bytes go */
-	size_t len;
+	/* A read through a slot: the application's iovs, where the bytes go. */
+	struct iovec uiov[MRP_IOV];
+	int niov;
 	struct mrp_op *next_free;
+};
+
+/* What a queue pair number names: an outbound connection (index into
+ * out) or an inbound one (index into in). */
+struct mrp_qref {
+	uint32_t qpn; /* 0: empty */
+	int inbound;
+	size_t idx;
 };
 
 struct mrp_ep {
@@ -216,12 +232,20 @@ struct mrp_ep {
 	struct mrp_in **in;
 	size_t nin, capin;
 	int64_t listen_at, listen_gap; /* next listener poll, and the back-off (us) */
+	/* The shared completion queue every queue pair above completes into,
+	 * and its entries' owners by queue pair number (open addressing). */
+	struct mr_cq *dcq;
+	struct mrp_qref *qmap;
+	size_t qcap, qn;
+	int max_sge;     /* scatter-gather entries per request (the daemon's, at most MR_MAX_SGE; 0: none) */
+	size_t held;     /* arrivals held in slots, over all inbound connections */
+	size_t nwaiting; /* outbound connections waiting for READY */
 	/* receives */
 	struct mrp_rx rx_pool[MRP_POSTED], *rx_free;
 	struct mrp_rx *msg_head, *msg_tail, *tag_head, *tag_tail;
 	struct mrp_ux *uxm_head, *uxm_tail, *uxt_head, *uxt_tail;
 	size_t nux;
-	int armed; /* fi_trywait armed the doorbells: disarm at the next progress */
+	int armed; /* fi_trywait armed the CQ's doorbell: disarm at the next progress */
 };
 
 /* A registered region (memory registration, mr.c). */
@@ -264,6 +288,7 @@ MRP_HIDDEN void mrp_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2
 MRP_HIDDEN int mrp_cq_open(struct fid_domain *dom, struct fi_cq_attr *attr, struct fid_cq **out, void *context);
 MRP_HIDDEN int mrp_cq_push(struct mrp_cq *cq, const struct mrp_cqe *e);
 MRP_HIDDEN void mrp_cq_watch(struct mrp_cq *cq, int fd);
+MRP_HIDDEN void mrp_cq_unwatch(struct mrp_cq *cq, int fd);
 MRP_HIDDEN int mrp_cq_trywait(struct mrp_cq *cq);
 
 /* av.c */

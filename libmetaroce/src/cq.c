@@ -89,6 +89,8 @@ int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq
 		goto fail;
 	}
 	mr_ring_consumer(&cq->ring);
+	close(cq->ring_fd); /* the mapping keeps the memfd: the CQ holds one descriptor, its doorbell end */
+	cq->ring_fd = -1;
 	*out = cq;
 	return MR_OK;
 fail:

@@ -94,7 +94,7 @@ struct mr_cq {
 	struct mr_ctx *ctx;
 	uint32_t num;
 	int spin_us;
-	int ring_fd, bell;
+	int ring_fd, bell; /* ring_fd closed (-1) once mapped */
 	struct mr_ring ring;
 };
 
@@ -112,7 +112,7 @@ struct mr_qp {
 	char local[64];
 	int max_payload;
 	int spin_us;
-	int sq_fd, cq_fd, bell;
+	int sq_fd, cq_fd, bell; /* the rings' memfds are closed (-1) once mapped */
 	struct mr_ring sq, cq; /* cq unused (unmapped) on a shared CQ */
 	struct mr_cq *shared;  /* the shared CQ it completes into, if any */
 	/* Events (mr_qp_attr.events): the state they imply, whether a

@@ -159,6 +159,14 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	mr_ring_producer(&q->sq);
 	if (!a.cq)
 		mr_ring_consumer(&q->cq);
+	/* The mappings keep the rings' memfds alive: their descriptors are
+	 * not needed again, so a queue pair holds one, its doorbell end. */
+	close(q->sq_fd);
+	q->sq_fd = -1;
+	if (q->cq_fd >= 0) {
+		close(q->cq_fd);
+		q->cq_fd = -1;
+	}
 	*out = q;
 	return MR_OK;
 fail:

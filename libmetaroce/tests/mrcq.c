@@ -19,6 +19,7 @@
  * cases: 5 entries (refused by mr_post), an entry under a wrong lkey and
  * one past its region (both complete MR_WC_LOCAL_PROTECTION). Exit 0 with
  * "PASS" is a pass. */
+#include <dirent.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,19 @@
 #include "metaroce.h"
 
 #include "check.h"
+
+/* open_fds counts this process's descriptors. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
 
 #define NCONN 8
 #define MEM (1u << 20)
@@ -123,6 +137,7 @@ static int server(const char *sock)
 	printf("READY %u %llu %llu %u\n", service, (unsigned long long)token, (unsigned long long)mr->addr, mr->key);
 
 	struct mr_qp *qps[NCONN];
+	int fds0 = open_fds();
 	for (int i = 0; i < NCONN; i++) {
 		struct mr_conn_request cr;
 		MUST(mr_get_request_ex(ctx, service, 30000, &cr));
@@ -136,6 +151,10 @@ static int server(const char *sock)
 		      "a shared-CQ queue pair polled on its own");
 		CHECK(mr_qp_fd(qps[i]) == mr_cq_fd(cq), "a shared-CQ queue pair's descriptor is not the CQ's");
 	}
+	/* Each queue pair holds one descriptor, its doorbell end (its send
+	 * queue's memfd is closed once mapped); the CQ's is the one to wait on. */
+	CHECK(open_fds() - fds0 == NCONN, "%d queue pairs on a shared CQ hold %d descriptors, want %d", NCONN,
+	      open_fds() - fds0, NCONN);
 	CHECK(mr_destroy_cq(cq) == MR_ERR_BUSY, "destroying a CQ in use: not refused (%s)", mr_ctx_error(ctx));
 
 	int connected = 0, received = 0, closed = 0;
