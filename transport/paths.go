@@ -505,7 +505,7 @@ func (c *Conn) pathTimedOut(p *sendPath, now Time) bool {
 	if !t.live {
 		return false
 	}
-	return c.overdue(t, now, Time(c.pathTimeout(p)))
+	return c.overdue(p, t, now, Time(c.pathTimeout(p)))
 }
 
 // mayTimeOut reports whether p's oldest transmission can become overdue
@@ -518,11 +518,37 @@ func (c *Conn) mayTimeOut(p *sendPath) bool {
 	return t.live && c.snd.newestAckedSent >= t.sent
 }
 
-// overdue reports whether transmission t has been overtaken: something
-// sent at or after it was acked, and it has been out for timeout.
-func (c *Conn) overdue(t *txRec, now, timeout Time) bool {
-	return c.snd.newestAckedSent >= t.sent && now-t.sent >= timeout
+// overdue reports whether transmission t of path p has been overtaken
+// (§8.7.4): it has been out for timeout, and something sent at or after
+// it was acked on p's plane, and t has been out longer than that one took
+// plus the receiver's ack hold; or something was acked only on other
+// planes, and t has been out for crossPlaneFactor timeouts.
+//
+// The two refinements are both about queueing, which a path timeout must
+// not take for a dead route. A plane's paths share its queues, so a burst
+// of queueing delays them alike, but their acks do not come back alike:
+// the receiver holds each path's ack up to AckDelay, so a later packet's
+// ack can return first, and once the burst made the round trip longer
+// than the timeout (three smoothed RTTs from before it), the earlier
+// packet looked overdue although it was only as late as its companion.
+// And each plane has its own switches: a burst on one holds all its paths
+// back while the other planes' acks keep coming, which with one timeout
+// took the whole plane down, spuriously, many times a run (demo -topology
+// planes). A dead plane still goes down, a little later.
+func (c *Conn) overdue(p *sendPath, t *txRec, now, timeout Time) bool {
+	s := &c.snd
+	if now-t.sent < timeout || s.newestAckedSent < t.sent {
+		return false
+	}
+	if pl := int(p.plane); pl < MaxPlanes && s.planeAckedSent[pl] >= t.sent {
+		return now-t.sent >= Time(s.planeAckedRTT[pl]+c.ep.cfg.AckDelay)
+	}
+	return now-t.sent >= crossPlaneFactor*timeout
 }
+
+// crossPlaneFactor: how many path timeouts a transmission must be out
+// when only other planes' acks overtook it (§8.7.4).
+const crossPlaneFactor = 2
 
 // pathTimeout is how long p may hold data without an ack.
 func (c *Conn) pathTimeout(p *sendPath) Duration {
@@ -552,19 +578,44 @@ func (c *Conn) pathTick(now Time) Time {
 	if !c.healthOn() {
 		return 0
 	}
-	// Median RTT of the active paths, for the slow test.
-	var med Duration
+	// Median RTT of each plane's active paths, for the slow test. A
+	// path is compared with the paths of its own plane: each plane has
+	// its own switches and queues, so a plane whose queue runs deeper
+	// than another's is slower as a whole, which is capacity still worth
+	// using, not a bad route (with one median over both planes, a burst
+	// of queueing on one found every path of it slow and took the plane
+	// down).
+	var med [MaxPlanes]Duration
 	if cfg.SlowFactor > 0 && len(s.active) >= 3 {
+		// Two passes: count each plane's samples, then lay them out
+		// plane by plane in buf (this loop runs every quarter path
+		// timeout while data is in flight).
 		var buf [256]Duration
-		n := 0
+		var end [MaxPlanes]int
 		for _, k := range s.active {
-			if r := s.paths[k].srtt; r > 0 && n < len(buf) {
-				buf[n] = r
-				n++
+			if q := &s.paths[k]; q.srtt > 0 && int(q.plane) < MaxPlanes {
+				end[q.plane]++
 			}
 		}
-		if n >= 3 {
-			med = median(buf[:n])
+		var at [MaxPlanes]int
+		n := 0
+		for pl := range end {
+			at[pl] = n
+			n = min(n+end[pl], len(buf))
+			end[pl] = n
+		}
+		for _, k := range s.active {
+			if q := &s.paths[k]; q.srtt > 0 && int(q.plane) < MaxPlanes && at[q.plane] < end[q.plane] {
+				buf[at[q.plane]] = q.srtt
+				at[q.plane]++
+			}
+		}
+		start := 0
+		for pl := range end {
+			if end[pl]-start >= 3 {
+				med[pl] = median(buf[start:end[pl]])
+			}
+			start = end[pl]
 		}
 	}
 	for i := range s.paths {
@@ -598,7 +649,7 @@ func (c *Conn) pathTick(now Time) Time {
 				// the transmission never resolves (its PSN acked on
 				// another path, its own path's acks out of step, §13).
 			}
-			if med > 0 && p.state == pathActive && p.srtt > Duration(cfg.SlowFactor*float64(med)) {
+			if m := med[min(int(p.plane), MaxPlanes-1)]; m > 0 && p.state == pathActive && p.srtt > Duration(cfg.SlowFactor*float64(m)) {
 				c.ep.stats.PathsSlow++
 				p.slowStrikes++
 				c.suspectPath(p, now)
@@ -649,7 +700,7 @@ func (c *Conn) loseOverdue(now Time, pi int) int {
 		if !t.live {
 			continue
 		}
-		if !c.overdue(t, now, timeout) {
+		if !c.overdue(p, t, now, timeout) {
 			break // sent in order: the rest are younger
 		}
 		c.loseTransmission(now, pi, seq)

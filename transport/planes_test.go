@@ -22,15 +22,18 @@ type planeNet struct {
 	mems    [2]*MemoryTable
 	regions [2][]byte
 	q       []ppkt
-	// dead planes drop everything; sent counts data packets (not
-	// probes) per sender and plane; conn keeps every conn packet sent.
-	dead  [MaxPlanes]bool
-	sent  [2][MaxPlanes]int
-	probe [2][MaxPlanes]int
-	conn  [2][][]byte
-	cq    [2][]Completion
-	buf   []byte
-	cqBuf []Completion
+	// dead planes drop everything, and a plane's packets from endpoint
+	// 0 take extra longer; sent counts data packets (not probes) per sender and
+	// plane; conn keeps every conn packet sent.
+	dead   [MaxPlanes]bool
+	extra  [MaxPlanes]Time
+	lastAt [2][MaxPlanes]Time
+	sent   [2][MaxPlanes]int
+	probe  [2][MaxPlanes]int
+	conn   [2][][]byte
+	cq     [2][]Completion
+	buf    []byte
+	cqBuf  []Completion
 }
 
 // ppkt is a packet in flight on a plane.
@@ -135,7 +138,14 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	if n.dead[pl] {
 		return
 	}
+	// A plane is a FIFO from each sender: when its extra delay ends,
+	// what is sent next still waits behind what the delay holds.
 	at := n.now + Time(2*time.Microsecond)
+	if from == 0 {
+		at += n.extra[pl] // the data's direction
+	}
+	at = max(at, n.lastAt[from][pl])
+	n.lastAt[from][pl] = at
 	q := ppkt{tpkt{at: at, from: from, to: to, port: d.SrcPort, b: append([]byte(nil), pkt...)}, pl}
 	i := len(n.q)
 	for i > 0 && n.q[i-1].at > q.at {
@@ -390,5 +400,52 @@ func TestPlaneDeadMidTransfer(t *testing.T) {
 	n.write(pattern(4<<20, 6), 8<<20)
 	if n.sent[0][1] == before {
 		t.Fatalf("plane 1 carried no data after it came back")
+	}
+}
+
+// TestPlaneQueueBurstNotDown: queueing holds a plane's paths back
+// together (the plane's own switches, §7.9). A sudden burst of it, half
+// again as long as a path timeout, is not a dead route, whether it hits
+// one plane while the other plane's acks keep coming, or every path of
+// the connection at once: no path times out and no plane goes down
+// (§8.7.4). Before, every path of the plane timed out (the receiver holds
+// each path's ack up to AckDelay, so a later packet's ack came back first
+// and its companions, now slower than three old RTTs, were "overdue"),
+// was found slow against the other plane's, and the plane went down, tens
+// of times a run in demo -topology planes.
+func TestPlaneQueueBurstNotDown(t *testing.T) {
+	for _, both := range []bool{false, true} {
+		n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
+		n.connect()
+		n.write(pattern(1<<20, 1), 0)
+		c := n.conns[0]
+		var worst Duration
+		for i := range c.snd.paths {
+			worst = max(worst, c.pathTimeout(&c.snd.paths[i]))
+		}
+		src := pattern(4<<20, 2)
+		n.mems[0].Add(&Region{Key: 0x10c, Addr: 0x700000, Buf: src, Access: AccessLocalWrite})
+		if err := c.PostWrite(&WorkRequest{WRID: 1, Local: src, RemoteAddr: regionBase + 1<<20, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+		n.eps[0].touch(c)
+		n.run(Time(200*time.Microsecond), nil) // in full flow on both planes
+		burst := Time(worst) * 3 / 2
+		n.extra[1] = burst
+		if both {
+			n.extra[0] = burst
+		}
+		n.run(Time(2*time.Millisecond), nil)
+		n.extra = [MaxPlanes]Time{}
+		n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
+		if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:5<<20], src) {
+			t.Fatalf("the WRITE did not complete intact")
+		}
+		st := n.eps[0].Stats()
+		t.Logf("burst %v on plane 1 (both planes %v; path timeout %v): %d path timeouts, %d planes down, %d retransmitted",
+			time.Duration(burst), both, worst, st.PathTimeouts, st.PlanesDown, c.Stats().Retransmitted)
+		if st.PlanesDown != 0 || st.PathTimeouts != 0 {
+			t.Fatalf("a queueing burst of 1.5 path timeouts (both planes %v): %d path timeouts, %d planes down; want none", both, st.PathTimeouts, st.PlanesDown)
+		}
 	}
 }

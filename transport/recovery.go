@@ -134,6 +134,9 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 			if t.sent > s.newestAckedSent {
 				s.newestAckedSent = t.sent
 			}
+			if pl := int(p.plane); pl < MaxPlanes && t.sent > s.planeAckedSent[pl] {
+				s.planeAckedSent[pl], s.planeAckedRTT[pl] = t.sent, Duration(now-t.sent)
+			}
 			c.pathAcked(p, now, t.probe)
 			if !t.probe && c.ackTransmission(t.psn, uint16(pid), seq) {
 				progress = true

@@ -123,8 +123,13 @@ type sender struct {
 	rings     []txRec
 	pathTimer Time // next run of the path health loop
 	// newestAckedSent is the send time of the newest transmission acked
-	// on any path: the yardstick for overdue paths.
+	// on any path, planeAckedSent on any path of each plane: the
+	// yardsticks for overdue paths (paths.go, overdue).
 	newestAckedSent Time
+	planeAckedSent  [MaxPlanes]Time
+	// planeAckedRTT is how long that newest transmission acked on the
+	// plane took, ack included.
+	planeAckedRTT [MaxPlanes]Duration
 
 	rtt         rttEstimator
 	fabric      fabricRTT // the congestion controller's samples (fabric.go)
