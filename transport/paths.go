@@ -405,6 +405,9 @@ func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
 // pathLost records a lost transmission on p.
 func (c *Conn) pathLost(p *sendPath, now Time, probe bool) {
 	p.lost++
+	if c.snd.sweeping {
+		return
+	}
 	p.lossRun++
 	p.lossRate += (1 - p.lossRate) / 16
 	if probe {

@@ -28,12 +28,15 @@ type planeNet struct {
 	dead   [MaxPlanes]bool
 	extra  [MaxPlanes]Time
 	lastAt [2][MaxPlanes]Time
-	sent   [2][MaxPlanes]int
-	probe  [2][MaxPlanes]int
-	conn   [2][][]byte
-	cq     [2][]Completion
-	buf    []byte
-	cqBuf  []Completion
+	// ackExtra delays everything endpoint 1 sends, on every plane: a
+	// receiver that stops answering for a while (descheduled).
+	ackExtra Time
+	sent     [2][MaxPlanes]int
+	probe    [2][MaxPlanes]int
+	conn     [2][][]byte
+	cq       [2][]Completion
+	buf      []byte
+	cqBuf    []Completion
 }
 
 // ppkt is a packet in flight on a plane.
@@ -143,6 +146,8 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	at := n.now + Time(2*time.Microsecond)
 	if from == 0 {
 		at += n.extra[pl] // the data's direction
+	} else {
+		at += n.ackExtra
 	}
 	at = max(at, n.lastAt[from][pl])
 	n.lastAt[from][pl] = at
@@ -447,5 +452,46 @@ func TestPlaneQueueBurstNotDown(t *testing.T) {
 		if st.PlanesDown != 0 || st.PathTimeouts != 0 {
 			t.Fatalf("a queueing burst of 1.5 path timeouts (both planes %v): %d path timeouts, %d planes down; want none", both, st.PathTimeouts, st.PlanesDown)
 		}
+	}
+}
+
+// TestTimeoutSweepSuspectsNoPath: when the receiver goes quiet on every
+// plane at once (its host paused it) for longer than the retransmission
+// timeout, the timeout declares the old transmissions of every path lost
+// (§8.4), but that is no evidence against any path: none becomes suspect
+// and no plane goes down (§8.7.4). Counted, each path's three lost
+// packets suspected them all and took both planes down together.
+func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
+	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
+	n.connect()
+	n.write(pattern(1<<20, 1), 0)
+	c := n.conns[0]
+	src := pattern(8<<20, 2)
+	n.mems[0].Add(&Region{Key: 0x10c, Addr: 0x700000, Buf: src, Access: AccessLocalWrite})
+	if err := c.PostWrite(&WorkRequest{WRID: 1, Local: src, RemoteAddr: regionBase + 1<<20, RKey: regionKey}); err != nil {
+		t.Fatal(err)
+	}
+	n.eps[0].touch(c)
+	n.run(Time(200*time.Microsecond), nil)
+	pause := 3 * Time(c.snd.rto)
+	n.ackExtra = pause
+	n.run(Time(50*time.Microsecond), nil)
+	n.ackExtra = 0
+	n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
+	if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
+		t.Fatalf("the WRITE did not complete intact")
+	}
+	st := n.eps[0].Stats()
+	t.Logf("receiver silent %v: %d timeouts, %d lost, %d paths suspected (%d path timeouts, %d slow), %d planes down", time.Duration(pause), st.Timeouts, st.LostDetected, st.PathsSuspected, st.PathTimeouts, st.PathsSlow, st.PlanesDown)
+	if st.Timeouts == 0 {
+		t.Fatalf("no retransmission timeout: the pause did not test anything")
+	}
+	// What follows the pause may still time a path out (its acks come
+	// back in one burst), but no path may be suspected for the losses
+	// the timeout declared: each suspicion needs a path timeout of its
+	// own.
+	if st.PlanesDown != 0 || st.PathsSuspected > st.PathTimeouts {
+		t.Fatalf("after a timeout: %d paths suspected (%d path timeouts), %d planes down; want none down, no suspicion without a path timeout",
+			st.PathsSuspected, st.PathTimeouts, st.PlanesDown)
 	}
 }

@@ -575,6 +575,15 @@ func (c *Conn) senderTimer(now Time) {
 		// outstanding PSN always is, so a timeout always resends
 		// something. Each path by its own round trip, as the per-path
 		// scan judges it.
+		//
+		// These losses say nothing about any one path: the timer ran
+		// because no path was acked, the host's own pause or the peer's
+		// as likely as the fabric. So they do not count towards a
+		// path's suspicion (§8.7.4); counted, one pause of the receiver
+		// marked three or more packets lost on every path, suspected
+		// them all, and took every plane down at once (demo -topology
+		// planes: a dozen planes down in runs without a cut).
+		s.sweeping = true
 		for pi := range s.paths {
 			p := &s.paths[pi]
 			horizon := now - c.pathLossDelay(p, 0)
@@ -588,6 +597,7 @@ func (c *Conn) senderTimer(now Time) {
 		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 			c.loseTransmission(now, int(r.path), r.pseq)
 		}
+		s.sweeping = false
 		if !answered {
 			s.rto = min(2*s.rto, cfg.MaxRTO)
 		}

@@ -126,7 +126,10 @@ type sender struct {
 	// on any path, planeAckedSent on any path of each plane: the
 	// yardsticks for overdue paths (paths.go, overdue).
 	newestAckedSent Time
-	planeAckedSent  [MaxPlanes]Time
+	// sweeping: the retransmission timeout is declaring losses, which
+	// are no evidence against a path (recovery.go, senderTimer).
+	sweeping       bool
+	planeAckedSent [MaxPlanes]Time
 	// planeAckedRTT is how long that newest transmission acked on the
 	// plane took, ack included.
 	planeAckedRTT [MaxPlanes]Duration
