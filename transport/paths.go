@@ -522,31 +522,32 @@ func (c *Conn) mayTimeOut(p *sendPath) bool {
 }
 
 // overdue reports whether transmission t of path p has been overtaken
-// (§8.7.4): it has been out for timeout, and something sent at or after
-// it was acked on p's plane, and t has been out longer than that one took
-// plus the receiver's ack hold; or something was acked only on other
-// planes, and t has been out for crossPlaneFactor timeouts.
+// (§8.7.4). It must have been out for timeout, and something sent at or
+// after it must have been acked. Then:
 //
-// The two refinements are both about queueing, which a path timeout must
-// not take for a dead route. A plane's paths share its queues, so a burst
-// of queueing delays them alike, but their acks do not come back alike:
-// the receiver holds each path's ack up to AckDelay, so a later packet's
-// ack can return first, and once the burst made the round trip longer
-// than the timeout (three smoothed RTTs from before it), the earlier
-// packet looked overdue although it was only as late as its companion.
-// And each plane has its own switches: a burst on one holds all its paths
-// back while the other planes' acks keep coming, which with one timeout
-// took the whole plane down, spuriously, many times a run (demo -topology
-// planes). A dead plane still goes down, a little later.
+//   - if that happened on p's own plane, t is overdue once out longer than
+//     the newest transmission acked on the plane took, plus the receiver's
+//     ack hold: the paths of a plane share its queues, so a burst of
+//     queueing delays them alike, but the receiver holds each path's ack
+//     up to AckDelay, and once a burst made the round trip longer than
+//     timeout (three smoothed RTTs from before it), a packet whose ack was
+//     merely held a little longer than its companion's looked overdue;
+//   - if only on other planes, once out crossPlaneFactor timeouts, and
+//     longer than the newest acked transmission took plus the hold: each
+//     plane has its own switches, and a burst of queueing on one, while
+//     the other planes' acks kept coming, took the whole plane down, many
+//     times a run, in demo -topology planes. A dead plane still goes down,
+//     a little later.
 func (c *Conn) overdue(p *sendPath, t *txRec, now, timeout Time) bool {
 	s := &c.snd
 	if now-t.sent < timeout || s.newestAckedSent < t.sent {
 		return false
 	}
+	hold := c.ep.cfg.AckDelay
 	if pl := int(p.plane); pl < MaxPlanes && s.planeAckedSent[pl] >= t.sent {
-		return now-t.sent >= Time(s.planeAckedRTT[pl]+c.ep.cfg.AckDelay)
+		return now-t.sent >= Time(s.planeAckedRTT[pl]+hold)
 	}
-	return now-t.sent >= crossPlaneFactor*timeout
+	return now-t.sent >= max(crossPlaneFactor*timeout, Time(s.newestAckedRTT+hold))
 }
 
 // crossPlaneFactor: how many path timeouts a transmission must be out

@@ -31,12 +31,19 @@ type planeNet struct {
 	// ackExtra delays everything endpoint 1 sends, on every plane: a
 	// receiver that stops answering for a while (descheduled).
 	ackExtra Time
-	sent     [2][MaxPlanes]int
-	probe    [2][MaxPlanes]int
-	conn     [2][][]byte
-	cq       [2][]Completion
-	buf      []byte
-	cqBuf    []Completion
+	// frozen: until then endpoint 1 runs nothing (its host paused it):
+	// what reaches it waits in held, its timers wait.
+	frozen Time
+	held   []ppkt
+	// reviveOnTimeout: the dead planes answer again from the first
+	// retransmission timeout of endpoint 0 on.
+	reviveOnTimeout bool
+	sent            [2][MaxPlanes]int
+	probe           [2][MaxPlanes]int
+	conn            [2][][]byte
+	cq              [2][]Completion
+	buf             []byte
+	cqBuf           []Completion
 }
 
 // ppkt is a packet in flight on a plane.
@@ -92,6 +99,9 @@ func (n *planeNet) connect() {
 
 func (n *planeNet) flush() {
 	for i, ep := range n.eps {
+		if i == 1 && n.now < n.frozen {
+			continue
+		}
 		for {
 			d, ok := ep.Transmit(n.now, n.buf)
 			if !ok {
@@ -138,6 +148,9 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	case p.Class == wire.ClassData:
 		n.sent[from][pl]++
 	}
+	if n.reviveOnTimeout && n.eps[0].Stats().Timeouts > 0 {
+		n.dead = [MaxPlanes]bool{}
+	}
 	if n.dead[pl] {
 		return
 	}
@@ -167,20 +180,37 @@ func (n *planeNet) step(until Time) bool {
 	if len(n.q) > 0 {
 		next = n.q[0].at
 	}
-	for _, ep := range n.eps {
+	for i, ep := range n.eps {
+		if i == 1 && n.now < n.frozen {
+			next = min(next, n.frozen)
+			continue
+		}
 		next = min(next, ep.NextTimeout())
 	}
 	if next > until {
 		return false
 	}
 	n.now = max(n.now, next)
+	if n.now >= n.frozen && len(n.held) > 0 {
+		for _, p := range n.held {
+			n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][p.plane], p.port, false, p.b)
+		}
+		n.held = n.held[:0]
+	}
 	for len(n.q) > 0 && n.q[0].at <= n.now {
 		p := n.q[0]
 		n.q = n.q[1:]
+		if p.to == 1 && n.now < n.frozen {
+			n.held = append(n.held, p)
+			continue
+		}
 		pl := p.plane
 		n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][pl], p.port, false, p.b)
 	}
-	for _, ep := range n.eps {
+	for i, ep := range n.eps {
+		if i == 1 && n.now < n.frozen {
+			continue
+		}
 		if ep.NextTimeout() <= n.now {
 			ep.Timeout(n.now)
 		}
@@ -486,12 +516,80 @@ func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
 	if st.Timeouts == 0 {
 		t.Fatalf("no retransmission timeout: the pause did not test anything")
 	}
-	// What follows the pause may still time a path out (its acks come
-	// back in one burst), but no path may be suspected for the losses
-	// the timeout declared: each suspicion needs a path timeout of its
-	// own.
-	if st.PlanesDown != 0 || st.PathsSuspected > st.PathTimeouts {
-		t.Fatalf("after a timeout: %d paths suspected (%d path timeouts), %d planes down; want none down, no suspicion without a path timeout",
+	// What follows the pause may still time a path out or find it slow
+	// (its acks come back in one burst, late), but no path may be
+	// suspected for the losses the timeout declared: each suspicion needs
+	// a path timeout or a slow verdict of its own.
+	if st.PlanesDown != 0 || st.PathsSuspected > st.PathTimeouts+st.PathsSlow {
+		t.Fatalf("after a timeout: %d paths suspected (%d path timeouts), %d planes down; want none down, no suspicion without a path timeout or slowness",
 			st.PathsSuspected, st.PathTimeouts, st.PlanesDown)
 	}
+}
+
+// TestPauseIsNotLoss (§8.4): when the receiver's host pauses it for longer
+// than one RTO but less than two (it runs nothing), the first expiry
+// resends the oldest PSN alone, the acks of the originals then show the
+// silence was a pause, and nothing else is resent. When the silence is
+// loss instead (every packet dropped for a while), the ack of that one
+// retransmission is what shows it, and the sweep runs then, without
+// waiting for a second expiry.
+func TestPauseIsNotLoss(t *testing.T) {
+	start := func() (*planeNet, *Conn, []byte) {
+		n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
+		n.connect()
+		n.write(pattern(1<<20, 1), 0)
+		c := n.conns[0]
+		src := pattern(8<<20, 2)
+		n.mems[0].Add(&Region{Key: 0x10c, Addr: 0x700000, Buf: src, Access: AccessLocalWrite})
+		if err := c.PostWrite(&WorkRequest{WRID: 1, Local: src, RemoteAddr: regionBase + 1<<20, RKey: regionKey}); err != nil {
+			t.Fatal(err)
+		}
+		n.eps[0].touch(c)
+		n.run(Time(200*time.Microsecond), nil)
+		return n, c, src
+	}
+	finish := func(n *planeNet, src []byte) {
+		n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
+		if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
+			t.Fatalf("the WRITE did not complete intact")
+		}
+	}
+
+	n, c, src := start()
+	pause := Time(c.snd.rto) * 3 / 2
+	n.frozen = n.now + pause
+	// Up to the expiry, and what it declared lost: the oldest PSN only.
+	var before uint64
+	for n.eps[0].Stats().Timeouts == 0 && n.now < n.frozen {
+		before = n.eps[0].Stats().LostDetected
+		n.step(n.frozen)
+	}
+	atExpiry := n.eps[0].Stats().LostDetected
+	finish(n, src)
+	st := n.eps[0].Stats()
+	t.Logf("receiver paused %v: %d timeouts (%d found a pause), %d lost before the expiry, %d at it, %d after it",
+		time.Duration(pause), st.Timeouts, st.SpuriousTimeouts, before, atExpiry-before, st.LostDetected-atExpiry)
+	// (Before it, path timeouts may declare the packets whose acks the
+	// pause caught: a pause that begins with no ack at all in flight
+	// looks like the end of a burst on a dead path, §8.7.4.)
+	if st.Timeouts != 1 || st.SpuriousTimeouts != 1 || atExpiry-before > 1 || st.LostDetected-atExpiry > 2 {
+		t.Fatalf("a pause of 1.5 RTOs: %d timeouts, %d found a pause, %d lost at the expiry and %d after; want 1, 1, the oldest PSN, and no sweep",
+			st.Timeouts, st.SpuriousTimeouts, atExpiry-before, st.LostDetected-atExpiry)
+	}
+
+	// Everything in flight dropped, and the tail probe with it; the
+	// planes answer again from the expiry on, so only what it sends
+	// gets through.
+	n, c, src = start()
+	n.dead[0], n.dead[1] = true, true
+	n.reviveOnTimeout = true
+	n.run(Time(2*c.snd.rto), func() bool { return n.eps[0].Stats().Timeouts == 1 })
+	atExpiry = n.eps[0].Stats().LostDetected
+	n.run(Time(c.snd.rto)/2, nil) // the oldest PSN's round trip and the next ack's, well inside the doubled RTO
+	st = n.eps[0].Stats()
+	t.Logf("everything dropped: %d timeouts (%d found a pause), %d lost at the expiry, %d more half an RTO later", st.Timeouts, st.SpuriousTimeouts, atExpiry, st.LostDetected-atExpiry)
+	if st.Timeouts != 1 || st.SpuriousTimeouts != 0 || st.LostDetected <= atExpiry+16 {
+		t.Fatalf("after a loss of everything: %d timeouts, %d found a pause, lost %d then %d more; want the sweep on the acks of what the expiry sent", st.Timeouts, st.SpuriousTimeouts, atExpiry, st.LostDetected-atExpiry)
+	}
+	finish(n, src)
 }

@@ -28,6 +28,11 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
+	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
+		// The ack answers a transmission sent before the expiry: the
+		// peer got it, and its ack was held (frtoDecide).
+		s.frtoOld = true
+	}
 	var rtt, fabric Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now && s.echoCurrent(p, h, Time(ts)) {
 		rtt = c.recoverySample(now, ts, a.AckDelay()) // fabric.go
@@ -68,6 +73,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		s.ackedBytes = 0
 	}
 	if progress {
+		c.frtoDecide(now)
 		s.timeouts = 0
 		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
 		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
@@ -132,7 +138,7 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 			}
 			acked++
 			if t.sent > s.newestAckedSent {
-				s.newestAckedSent = t.sent
+				s.newestAckedSent, s.newestAckedRTT = t.sent, Duration(now-t.sent)
 			}
 			if pl := int(p.plane); pl < MaxPlanes && t.sent > s.planeAckedSent[pl] {
 				s.planeAckedSent[pl], s.planeAckedRTT[pl] = t.sent, Duration(now-t.sent)
@@ -568,36 +574,20 @@ func (c *Conn) senderTimer(now Time) {
 				return
 			}
 		}
-		// Everything unresolved that has had a round trip and the
-		// reorder allowance to be acked is lost (RACK's rule at an RTO,
-		// RFC 8985 §6.3: whatever was sent before the silence began is
-		// as lost as the packet the timer ran for); the oldest
-		// outstanding PSN always is, so a timeout always resends
-		// something. Each path by its own round trip, as the per-path
-		// scan judges it.
-		//
-		// These losses say nothing about any one path: the timer ran
-		// because no path was acked, the host's own pause or the peer's
-		// as likely as the fabric. So they do not count towards a
-		// path's suspicion (§8.7.4); counted, one pause of the receiver
-		// marked three or more packets lost on every path, suspected
-		// them all, and took every plane down at once (demo -topology
-		// planes: a dozen planes down in runs without a cut).
-		s.sweeping = true
-		for pi := range s.paths {
-			p := &s.paths[pi]
-			horizon := now - c.pathLossDelay(p, 0)
-			for seq := p.oldest; seq != p.nextSeq; seq++ {
-				if t := c.snd.tx(p, seq); t.live && t.sent <= horizon {
-					c.loseTransmission(now, pi, seq)
-				}
+		if !answered && s.timeouts == 1 && cfg.Mode != ModeRoCEv2 {
+			// The first expiry of a silence resends the oldest PSN
+			// alone and lets the next ack say whether the silence was
+			// loss (onAck, frtoDecide); a second expiry sweeps (§8.4).
+			s.frtoAt, s.frtoOld, s.frtoAcks = now, false, 0
+			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+				s.sweeping = true
+				c.loseTransmission(now, int(r.path), r.pseq)
+				s.sweeping = false
 			}
-			c.advanceOldest(p)
+		} else {
+			s.frtoAt, s.frtoOld, s.frtoAcks = 0, false, 0
+			c.timeoutSweep(now)
 		}
-		if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
-			c.loseTransmission(now, int(r.path), r.pseq)
-		}
-		s.sweeping = false
 		if !answered {
 			s.rto = min(2*s.rto, cfg.MaxRTO)
 		}
@@ -605,6 +595,73 @@ func (c *Conn) senderTimer(now Time) {
 			s.rtoDeadline = now + Time(s.rto)
 		}
 	}
+}
+
+// timeoutSweep declares lost, at an expiry of the retransmission timer,
+// everything unresolved that has had its round trip (§8.4).
+func (c *Conn) timeoutSweep(now Time) {
+	s := &c.snd
+	// Everything unresolved that has had a round trip and the
+	// reorder allowance to be acked is lost (RACK's rule at an RTO,
+	// RFC 8985 §6.3: whatever was sent before the silence began is
+	// as lost as the packet the timer ran for); the oldest
+	// outstanding PSN always is, so a timeout always resends
+	// something. Each path by its own round trip, as the per-path
+	// scan judges it.
+	//
+	// These losses say nothing about any one path: the timer ran
+	// because no path was acked, the host's own pause or the peer's
+	// as likely as the fabric. So they do not count towards a
+	// path's suspicion (§8.7.4); counted, one pause of the receiver
+	// marked three or more packets lost on every path, suspected
+	// them all, and took every plane down at once (demo -topology
+	// planes: a dozen planes down in runs without a cut).
+	s.sweeping = true
+	for pi := range s.paths {
+		p := &s.paths[pi]
+		horizon := now - c.pathLossDelay(p, 0)
+		for seq := p.oldest; seq != p.nextSeq; seq++ {
+			if t := c.snd.tx(p, seq); t.live && t.sent <= horizon {
+				c.loseTransmission(now, pi, seq)
+			}
+		}
+		c.advanceOldest(p)
+	}
+	if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+		c.loseTransmission(now, int(r.path), r.pseq)
+	}
+	s.sweeping = false
+}
+
+// frtoDecide runs on an ack that acknowledged a new PSN while the first
+// expiry of a silence waits for its answer (§8.4, after F-RTO, RFC 5682,
+// judged by the echo as Eifel does, RFC 3522): if an ack since the expiry
+// echoed a transmission sent before it, the peer received that one and
+// its ack was held (the peer's host or ours paused), so the transmissions
+// still out are late, not lost, and nothing more is resent; if the acks
+// echo only what was sent since, the silence was loss, and the sweep the
+// expiry held back runs now, a round trip after it rather than a doubled
+// RTO. Which PSNs or path sequences an ack covers cannot tell the two
+// apart: after a loss the first ack also covers what arrived before the
+// loss began, whose own acks were lost with the rest.
+func (c *Conn) frtoDecide(now Time) {
+	s := &c.snd
+	if s.frtoAt == 0 {
+		return
+	}
+	switch {
+	case s.frtoOld:
+		c.ep.stats.SpuriousTimeouts++
+	case s.frtoAcks == 0:
+		// One ack echoing only the retransmission does not settle it:
+		// a paused receiver answers everything it held at once, in
+		// any order. The next ack with progress does.
+		s.frtoAcks++
+		return
+	default:
+		c.timeoutSweep(now)
+	}
+	s.frtoAt, s.frtoOld, s.frtoAcks = 0, false, 0
 }
 
 // responseTimeout is the retransmission timer's expiry while nothing of

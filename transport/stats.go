@@ -41,6 +41,7 @@ type Stats struct {
 	KeepaliveProbes, KeepaliveFailures        uint64    // keepalive PROBEs of idle connections, and connections they failed
 	StreamPositionsLost                       uint64    // stream positions failed as lost to forged PSNs (§9.1)
 	SpuriousRetx                              uint64    // retransmissions of data already received
+	SpuriousTimeouts                          uint64    // first expiries of a silence that an ack of an older transmission proved a pause, not loss (§8.4)
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
 	PathsSuspected, PathsRestored             uint64
