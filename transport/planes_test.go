@@ -485,13 +485,10 @@ func TestPlaneQueueBurstNotDown(t *testing.T) {
 	}
 }
 
-// TestTimeoutSweepSuspectsNoPath: when the receiver goes quiet on every
-// plane at once (its host paused it) for longer than the retransmission
-// timeout, the timeout declares the old transmissions of every path lost
-// (§8.4), but that is no evidence against any path: none becomes suspect
-// and no plane goes down (§8.7.4). Counted, each path's three lost
-// packets suspected them all and took both planes down together.
-func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
+// twoPlanesMidWrite connects two hosts of two planes, completes a first
+// WRITE, and leaves an 8 MiB WRITE (WRID 1, to regionBase + 1 MiB) 200 us
+// into its flow.
+func twoPlanesMidWrite(t *testing.T) (*planeNet, *Conn, []byte) {
 	n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
 	n.connect()
 	n.write(pattern(1<<20, 1), 0)
@@ -503,6 +500,17 @@ func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
 	}
 	n.eps[0].touch(c)
 	n.run(Time(200*time.Microsecond), nil)
+	return n, c, src
+}
+
+// TestTimeoutSweepSuspectsNoPath: when the receiver goes quiet on every
+// plane at once (its host paused it) for longer than the retransmission
+// timeout, the timeout declares the old transmissions of every path lost
+// (§8.4), but that is no evidence against any path: none becomes suspect
+// and no plane goes down (§8.7.4). Counted, each path's three lost
+// packets suspected them all and took both planes down together.
+func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
+	n, c, src := twoPlanesMidWrite(t)
 	pause := 3 * Time(c.snd.rto)
 	n.ackExtra = pause
 	n.run(Time(50*time.Microsecond), nil)
@@ -534,20 +542,7 @@ func TestTimeoutSweepSuspectsNoPath(t *testing.T) {
 // retransmission is what shows it, and the sweep runs then, without
 // waiting for a second expiry.
 func TestPauseIsNotLoss(t *testing.T) {
-	start := func() (*planeNet, *Conn, []byte) {
-		n := newPlaneNet(t, [2][]string{{"10.0.0.1", "10.1.0.1"}, {"10.0.0.2", "10.1.0.2"}}, 16<<20)
-		n.connect()
-		n.write(pattern(1<<20, 1), 0)
-		c := n.conns[0]
-		src := pattern(8<<20, 2)
-		n.mems[0].Add(&Region{Key: 0x10c, Addr: 0x700000, Buf: src, Access: AccessLocalWrite})
-		if err := c.PostWrite(&WorkRequest{WRID: 1, Local: src, RemoteAddr: regionBase + 1<<20, RKey: regionKey}); err != nil {
-			t.Fatal(err)
-		}
-		n.eps[0].touch(c)
-		n.run(Time(200*time.Microsecond), nil)
-		return n, c, src
-	}
+	start := func() (*planeNet, *Conn, []byte) { return twoPlanesMidWrite(t) }
 	finish := func(n *planeNet, src []byte) {
 		n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
 		if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
