@@ -504,7 +504,7 @@ func (c *Conn) nextDeadline() Time {
 		return Never
 	}
 	d := Never
-	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer, c.ka.deadline} {
+	for _, t := range [...]Time{c.ctlDeadline, c.rcv.ackTimer, c.snd.rtoDeadline, c.snd.lossDeadline, c.snd.rnrDeadline, c.snd.pathTimer, c.snd.tlpDeadline, c.snd.paceTimer, c.ka.deadline, c.snd.frtoDeadline} {
 		if t != 0 && t < d {
 			d = t
 		}

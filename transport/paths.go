@@ -532,8 +532,7 @@ func (c *Conn) mayTimeOut(p *sendPath) bool {
 //     up to AckDelay, and once a burst made the round trip longer than
 //     timeout (three smoothed RTTs from before it), a packet whose ack was
 //     merely held a little longer than its companion's looked overdue;
-//   - if only on other planes, once out crossPlaneFactor timeouts, and
-//     longer than the newest acked transmission took plus the hold: each
+//   - if only on other planes, once out crossPlaneFactor timeouts: each
 //     plane has its own switches, and a burst of queueing on one, while
 //     the other planes' acks kept coming, took the whole plane down, many
 //     times a run, in demo -topology planes. A dead plane still goes down,
@@ -547,7 +546,7 @@ func (c *Conn) overdue(p *sendPath, t *txRec, now, timeout Time) bool {
 	if pl := int(p.plane); pl < MaxPlanes && s.planeAckedSent[pl] >= t.sent {
 		return now-t.sent >= Time(s.planeAckedRTT[pl]+hold)
 	}
-	return now-t.sent >= max(crossPlaneFactor*timeout, Time(s.newestAckedRTT+hold))
+	return now-t.sent >= crossPlaneFactor*timeout
 }
 
 // crossPlaneFactor: how many path timeouts a transmission must be out

@@ -3,6 +3,7 @@ package transport
 import (
 	"github.com/metaroce/metaroce/congestion"
 	"github.com/metaroce/metaroce/wire"
+	"time"
 )
 
 // onAck processes an acknowledgement (§5, §8.3).
@@ -31,7 +32,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
 		// peer got it, and its ack was held (frtoDecide).
-		s.frtoOld = true
+		c.frtoPause()
 	}
 	var rtt, fabric Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now && s.echoCurrent(p, h, Time(ts)) {
@@ -138,7 +139,7 @@ func (c *Conn) scanPath(now Time, pid int, a wire.Ack, rtt Duration) bool {
 			}
 			acked++
 			if t.sent > s.newestAckedSent {
-				s.newestAckedSent, s.newestAckedRTT = t.sent, Duration(now-t.sent)
+				s.newestAckedSent = t.sent
 			}
 			if pl := int(p.plane); pl < MaxPlanes && t.sent > s.planeAckedSent[pl] {
 				s.planeAckedSent[pl], s.planeAckedRTT[pl] = t.sent, Duration(now-t.sent)
@@ -512,6 +513,11 @@ func (c *Conn) senderTimer(now Time) {
 			}
 		}
 	}
+	if s.frtoDeadline != 0 && now >= s.frtoDeadline {
+		// No ack echoed a transmission older than the expiry: loss.
+		s.frtoAt, s.frtoDeadline = 0, 0
+		c.timeoutSweep(now)
+	}
 	if s.lossDeadline != 0 && now >= s.lossDeadline {
 		s.lossDeadline = 0
 		for pi := range s.paths {
@@ -578,14 +584,14 @@ func (c *Conn) senderTimer(now Time) {
 			// The first expiry of a silence resends the oldest PSN
 			// alone and lets the next ack say whether the silence was
 			// loss (onAck, frtoDecide); a second expiry sweeps (§8.4).
-			s.frtoAt, s.frtoOld, s.frtoAcks = now, false, 0
+			s.frtoAt, s.frtoDeadline = now, 0
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 				s.sweeping = true
 				c.loseTransmission(now, int(r.path), r.pseq)
 				s.sweeping = false
 			}
 		} else {
-			s.frtoAt, s.frtoOld, s.frtoAcks = 0, false, 0
+			s.frtoAt, s.frtoDeadline = 0, 0
 			c.timeoutSweep(now)
 		}
 		if !answered {
@@ -634,34 +640,31 @@ func (c *Conn) timeoutSweep(now Time) {
 }
 
 // frtoDecide runs on an ack that acknowledged a new PSN while the first
-// expiry of a silence waits for its answer (§8.4, after F-RTO, RFC 5682,
-// judged by the echo as Eifel does, RFC 3522): if an ack since the expiry
-// echoed a transmission sent before it, the peer received that one and
-// its ack was held (the peer's host or ours paused), so the transmissions
-// still out are late, not lost, and nothing more is resent; if the acks
-// echo only what was sent since, the silence was loss, and the sweep the
-// expiry held back runs now, a round trip after it rather than a doubled
-// RTO. Which PSNs or path sequences an ack covers cannot tell the two
-// apart: after a loss the first ack also covers what arrived before the
-// loss began, whose own acks were lost with the rest.
+// expiry of a silence waits for its verdict (§8.4, after F-RTO, RFC 5682,
+// judged by the echo as Eifel does, RFC 3522). An ack that echoes a
+// transmission sent before the expiry shows the peer received it and its
+// ack was held (the peer's host or ours paused): the transmissions still
+// out are late, not lost, and nothing more is resent (frtoPause). This
+// ack echoed only what was sent since; if no such older echo comes within
+// the receiver's ack hold (a paused receiver answers everything it held
+// at once, and the retransmission, sent with ACK_REQ, may be answered
+// first), the silence was loss, and the sweep the expiry held back runs
+// then (senderTimer), a round trip after the expiry rather than a
+// doubled RTO. Which PSNs or path sequences an ack covers cannot tell the
+// two apart: after a loss the first ack also covers what arrived before
+// the loss began, whose own acks were lost with the rest.
 func (c *Conn) frtoDecide(now Time) {
 	s := &c.snd
-	if s.frtoAt == 0 {
-		return
+	if s.frtoAt != 0 && s.frtoDeadline == 0 {
+		s.frtoDeadline = now + Time(max(c.ep.cfg.AckDelay, Duration(time.Microsecond)))
 	}
-	switch {
-	case s.frtoOld:
-		c.ep.stats.SpuriousTimeouts++
-	case s.frtoAcks == 0:
-		// One ack echoing only the retransmission does not settle it:
-		// a paused receiver answers everything it held at once, in
-		// any order. The next ack with progress does.
-		s.frtoAcks++
-		return
-	default:
-		c.timeoutSweep(now)
-	}
-	s.frtoAt, s.frtoOld, s.frtoAcks = 0, false, 0
+}
+
+// frtoPause settles the first expiry of a silence as a pause.
+func (c *Conn) frtoPause() {
+	s := &c.snd
+	c.ep.stats.SpuriousTimeouts++
+	s.frtoAt, s.frtoDeadline = 0, 0
 }
 
 // responseTimeout is the retransmission timer's expiry while nothing of
@@ -839,6 +842,7 @@ func (s *sender) flush(c *Conn, st Status) {
 	s.inflight, s.rnrWaiting, s.inflightBytes, s.readsWaiting = 0, 0, 0, 0
 	s.keepalive, s.peerAnswered = false, false
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
+	s.frtoAt, s.frtoDeadline = 0, 0
 	s.ringWait = false
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}

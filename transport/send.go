@@ -124,21 +124,19 @@ type sender struct {
 	pathTimer Time // next run of the path health loop
 	// newestAckedSent is the send time of the newest transmission acked
 	// on any path, planeAckedSent on any path of each plane, and
-	// newestAckedRTT and planeAckedRTT how long those took, ack
-	// included: the yardsticks for overdue paths (paths.go, overdue).
+	// planeAckedRTT how long that one took, ack included: the
+	// yardsticks for overdue paths (paths.go, overdue).
 	newestAckedSent Time
 	planeAckedSent  [MaxPlanes]Time
-	newestAckedRTT  Duration
 	planeAckedRTT   [MaxPlanes]Duration
 	// sweeping: the retransmission timeout is declaring losses, which
 	// are no evidence against a path (recovery.go, senderTimer).
 	sweeping bool
 	// frtoAt is when the first expiry of a silence resent the oldest PSN
-	// alone (0: none waits); frtoOld that an ack since echoed a
-	// transmission sent before it (recovery.go, frtoDecide).
-	frtoAt   Time
-	frtoOld  bool
-	frtoAcks int // acks with progress since, none echoing an older transmission
+	// alone (0: no verdict waits), and frtoDeadline when it is settled
+	// as loss unless an ack echoes something older first (recovery.go,
+	// frtoDecide).
+	frtoAt, frtoDeadline Time
 
 	rtt         rttEstimator
 	fabric      fabricRTT // the congestion controller's samples (fabric.go)
