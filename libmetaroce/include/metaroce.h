@@ -404,7 +404,7 @@ void mr_qp_disarm(struct mr_qp *qp);
 struct mr_cq_attr {
 	uint32_t slots; /* a power of two, 0: the daemon's default (1024) */
 	int engine;
-	int spin_us;    /* mr_cq_wait's spin before it sleeps (0: 500; negative: none) */
+	int spin_us;    /* mr_cq_wait's spin before it sleeps (0: 500; negative: never sleep) */
 };
 
 int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq **out);

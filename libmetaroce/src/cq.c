@@ -4,19 +4,12 @@
  * writes an entry into an armed CQ. A queue pair made with
  * mr_qp_attr.cq completes into it; every entry says whose (qp_num). */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
-
-enum { defaultSpinUs = 500 };
 
 static void cq_release(struct mr_cq *cq)
 {
@@ -26,20 +19,6 @@ static void cq_release(struct mr_cq *cq)
 	if (cq->bell >= 0)
 		close(cq->bell);
 	free(cq);
-}
-
-/* is_bell: the descriptor is an AF_UNIX datagram socket, as a doorbell
- * end is. */
-static int is_bell(int fd)
-{
-	int dom = 0, typ = 0;
-	socklen_t l = sizeof dom;
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
-		return 0;
-	l = sizeof typ;
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &typ, &l) < 0)
-		return 0;
-	return dom == AF_UNIX && typ == SOCK_DGRAM;
 }
 
 int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq **out)
@@ -66,7 +45,7 @@ int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq
 	cq->ctx = ctx;
 	cq->ring_fd = nfds > 0 ? fds[0] : -1;
 	cq->bell = nfds > 1 ? fds[1] : -1;
-	cq->spin_us = a.spin_us == 0 ? defaultSpinUs : a.spin_us;
+	cq->spin_us = a.spin_us == 0 ? mr_defaultSpinUs : a.spin_us;
 	char why[200] = "";
 	if (nfds != 2) {
 		mr_seterr(ctx, "create_cq: %d descriptors, want 2", nfds);
@@ -83,7 +62,7 @@ int mr_create_cq(struct mr_ctx *ctx, const struct mr_cq_attr *attr, struct mr_cq
 		mr_seterr(ctx, "completion queue: %s", why);
 		goto fail;
 	}
-	if (!is_bell(cq->bell)) {
+	if (!mr_is_bell(cq->bell)) {
 		mr_seterr(ctx, "doorbell: descriptor is not an AF_UNIX datagram socket");
 		err = MR_ERR_PROTOCOL;
 		goto fail;
@@ -149,65 +128,13 @@ void mr_cq_disarm(struct mr_cq *cq)
 	mr_bell_clear(cq->bell);
 }
 
-static int64_t now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
+static int cq_poll(void *o, struct mr_wc *wcs, int n) { return mr_cq_poll(o, wcs, n); }
+static int cq_arm(void *o) { return mr_cq_arm(o); }
+static void cq_disarm(void *o) { mr_cq_disarm(o); }
 
 int mr_cq_wait(struct mr_cq *cq, struct mr_wc *wcs, int n, int timeout_ms)
 {
-	int64_t start = now_us();
-	int64_t deadline = timeout_ms >= 0 ? start + (int64_t)timeout_ms * 1000 : 0;
-	/* Spin, yielding the CPU between looks, then sleep. */
-	for (int i = 0;; i++) {
-		int got = mr_cq_poll(cq, wcs, n);
-		if (got != 0)
-			return got;
-		if (i < 8)
-			continue;
-		int64_t t = now_us();
-		if (deadline && t >= deadline)
-			return MR_ERR_TIMEOUT;
-		if (cq->spin_us < 0 || t - start >= cq->spin_us)
-			break;
-		if (i % 1024 == 0 && mr_ctx_alive(cq->ctx) != MR_OK)
-			return mr_cq_poll(cq, wcs, n);
-		sched_yield();
-	}
-	for (;;) {
-		int ready = mr_cq_arm(cq);
-		if (ready != 0) {
-			mr_cq_disarm(cq);
-			if (ready < 0)
-				return ready;
-			int got = mr_cq_poll(cq, wcs, n);
-			if (got != 0)
-				return got;
-			continue;
-		}
-		int wait = -1;
-		if (deadline) {
-			int64_t rem = deadline - now_us();
-			if (rem <= 0) {
-				mr_cq_disarm(cq);
-				return MR_ERR_TIMEOUT;
-			}
-			wait = (int)((rem + 999) / 1000);
-		}
-		/* The control socket turns readable (EOF) when the daemon goes. */
-		struct pollfd p[2] = {{cq->bell, POLLIN, 0}, {cq->ctx->fd, POLLIN, 0}};
-		int r = poll(p, 2, wait);
-		mr_cq_disarm(cq);
-		if (r < 0 && errno != EINTR)
-			return MR_ERR_SYS;
-		if ((p[1].revents || (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))) && mr_ctx_alive(cq->ctx) != MR_OK)
-			return mr_cq_poll(cq, wcs, n);
-		int got = mr_cq_poll(cq, wcs, n);
-		if (got != 0)
-			return got;
-		if (r == 0 && deadline && now_us() >= deadline)
-			return MR_ERR_TIMEOUT;
-	}
+	struct mr_waiter w = {.ctx = cq->ctx, .bell = cq->bell, .spin_us = cq->spin_us, .obj = cq,
+			      .poll = cq_poll, .arm = cq_arm, .disarm = cq_disarm};
+	return mr_wait(&w, wcs, n, timeout_ms);
 }

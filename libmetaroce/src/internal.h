@@ -136,8 +136,33 @@ int mr_request(struct mr_ctx *ctx, const char *body, const int *fds, int nfds, s
 
 void mr_seterr(struct mr_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* mr_is_bell: fd is an AF_UNIX datagram socket, as a doorbell end is
+ * (a daemon that sent anything else is not trusted with it). */
+int mr_is_bell(int fd);
+
+/* mr_defaultSpinUs is client.SpinBeforeSleep, a wait's spin when its
+ * attributes say 0: a completion due within a round trip is picked up
+ * without a wake-up. */
+enum { mr_defaultSpinUs = 500 };
+
 /* mr_bell_ring sends one byte on a doorbell end (never blocks). */
 int mr_bell_ring(int fd);
 void mr_bell_clear(int fd);
+
+/* mr_waiter is a completion queue as mr_wait sees it: a queue pair's own
+ * (qp.c) or a shared one (cq.c). */
+struct mr_waiter {
+	struct mr_ctx *ctx;
+	int bell;	     /* the doorbell end to sleep on */
+	int spin_us;	     /* how long to spin before sleeping; negative: never sleep */
+	const int *terminal; /* when set and nonzero, nothing more can complete */
+	void *obj;
+	int (*poll)(void *obj, struct mr_wc *wcs, int n);
+	int (*arm)(void *obj); /* 1: entries are there, 0: armed, < 0: an error */
+	void (*disarm)(void *obj);
+};
+
+/* mr_wait is mr_wait_cq and mr_cq_wait (wait.c). */
+int mr_wait(const struct mr_waiter *w, struct mr_wc *wcs, int n, int timeout_ms);
 
 #endif

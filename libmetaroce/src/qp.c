@@ -5,14 +5,9 @@
  * ring through it: we ring the engine when it sleeps on our send queue,
  * it rings us when we sleep on our completion queue. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -35,22 +30,6 @@ enum {
 enum { wrFlagInline = 2, wrFlagSGL = 4, sgeSize = 16 };
 _Static_assert(MR_MAX_SGE * sgeSize == MR_WR_SIZE, "a continuation slot holds the entries");
 _Static_assert(MR_MAX_INLINE == MR_WR_SIZE - wrInline, "inline bytes are the slot's tail");
-
-/* defaultSpinUs is client.SpinBeforeSleep: a completion due within a
- * round trip is picked up without a wake-up. */
-enum { defaultSpinUs = 500 };
-
-static int check_bell(int fd)
-{
-	int dom = 0, typ = 0;
-	socklen_t l = sizeof dom;
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
-		return -1;
-	l = sizeof typ;
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &typ, &l) < 0)
-		return -1;
-	return dom == AF_UNIX && typ == SOCK_DGRAM ? 0 : -1;
-}
 
 static void qp_release(struct mr_qp *q)
 {
@@ -140,7 +119,7 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	q->token = r.token;
 	memcpy(q->local, r.local, sizeof q->local);
 	q->max_payload = r.max_payload > (1 << 20) ? 0 : (int)r.max_payload;
-	q->spin_us = a.spin_us == 0 ? defaultSpinUs : a.spin_us;
+	q->spin_us = a.spin_us == 0 ? mr_defaultSpinUs : a.spin_us;
 	q->events = a.events != 0;
 	q->state = MR_QP_IDLE;
 	if ((err = mr_ring_attach(q->sq_fd, MR_WR_SIZE, &q->sq, why, sizeof why)) != MR_OK) {
@@ -151,7 +130,7 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 		mr_seterr(ctx, "completion queue: %s", why);
 		goto fail;
 	}
-	if (check_bell(q->bell) < 0) {
+	if (!mr_is_bell(q->bell)) {
 		mr_seterr(ctx, "doorbell: descriptor is not an AF_UNIX datagram socket");
 		err = MR_ERR_PROTOCOL;
 		goto fail;
@@ -529,77 +508,15 @@ void mr_qp_disarm(struct mr_qp *q)
 	mr_bell_clear(q->bell);
 }
 
-static int64_t now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
+static int qp_poll(void *o, struct mr_wc *wcs, int n) { return mr_poll_cq(o, wcs, n); }
+static int qp_arm(void *o) { return mr_qp_arm(o); }
+static void qp_disarm(void *o) { mr_qp_disarm(o); }
 
 int mr_wait_cq(struct mr_qp *q, struct mr_wc *wcs, int n, int timeout_ms)
 {
 	if (q->shared)
 		return MR_ERR_INVAL;
-	int64_t start = now_us();
-	int64_t deadline = timeout_ms >= 0 ? start + (int64_t)timeout_ms * 1000 : 0;
-	/* Spin, yielding the CPU between looks, then sleep. */
-	for (int i = 0;; i++) {
-		int got = mr_poll_cq(q, wcs, n);
-		if (got != 0)
-			return got;
-		if (q->terminal)
-			return MR_ERR_CONN_CLOSED; /* nothing more can complete */
-		if (i < 8)
-			continue;
-		int64_t t = now_us();
-		if (deadline && t >= deadline)
-			return MR_ERR_TIMEOUT;
-		if (q->spin_us >= 0 && t - start >= q->spin_us)
-			break;
-		if (i % 1024 == 0 && mr_ctx_alive(q->ctx) != MR_OK)
-			return mr_poll_cq(q, wcs, n); /* what is left, the gone event, or MR_ERR_DAEMON_GONE */
-		sched_yield();
-	}
-	for (;;) {
-		if (q->terminal)
-			return MR_ERR_CONN_CLOSED;
-		int ready = mr_qp_arm(q);
-		if (ready != 0) {
-			mr_qp_disarm(q);
-			if (ready < 0)
-				return ready;
-			int got = mr_poll_cq(q, wcs, n);
-			if (got != 0)
-				return got;
-			continue;
-		}
-		int wait = -1;
-		if (deadline) {
-			int64_t rem = deadline - now_us();
-			if (rem <= 0) {
-				mr_qp_disarm(q);
-				return MR_ERR_TIMEOUT;
-			}
-			wait = (int)((rem + 999) / 1000);
-		}
-		/* The control socket turns readable (EOF) when the daemon goes. */
-		struct pollfd p[2] = {{q->bell, POLLIN, 0}, {q->ctx->fd, POLLIN, 0}};
-		int r = poll(p, 2, wait);
-		mr_qp_disarm(q);
-		if (r < 0 && errno != EINTR)
-			return MR_ERR_SYS;
-		if (p[1].revents && mr_ctx_alive(q->ctx) != MR_OK)
-			return mr_poll_cq(q, wcs, n); /* never 0 once the daemon is gone */
-		if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-			if (mr_ctx_alive(q->ctx) != MR_OK)
-				return mr_poll_cq(q, wcs, n);
-			int got = mr_poll_cq(q, wcs, n);
-			return got != 0 ? got : MR_ERR_DAEMON_GONE;
-		}
-		int got = mr_poll_cq(q, wcs, n);
-		if (got != 0)
-			return got;
-		if (r == 0 && deadline && now_us() >= deadline)
-			return MR_ERR_TIMEOUT;
-	}
+	struct mr_waiter w = {.ctx = q->ctx, .bell = q->bell, .spin_us = q->spin_us, .terminal = &q->terminal,
+			      .obj = q, .poll = qp_poll, .arm = qp_arm, .disarm = qp_disarm};
+	return mr_wait(&w, wcs, n, timeout_ms);
 }

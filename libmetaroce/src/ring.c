@@ -218,6 +218,18 @@ int mr_ring_available(struct mr_ring *r)
 	return cons_load(r);
 }
 
+int mr_is_bell(int fd)
+{
+	int dom = 0, typ = 0;
+	socklen_t l = sizeof dom;
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
+		return 0;
+	l = sizeof typ;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &typ, &l) < 0)
+		return 0;
+	return dom == AF_UNIX && typ == SOCK_DGRAM;
+}
+
 int mr_bell_ring(int fd)
 {
 	static const char b = 1;
