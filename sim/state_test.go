@@ -8,7 +8,9 @@ import (
 
 // TestConnStateBytes prints what a connection end costs (docs/scale.md
 // quotes these lines) and checks the fabric configuration is the small
-// one it claims to be.
+// one it claims to be, and that the defaults' windows cost what a
+// connection uses, not what they allow (transport/grow.go: 166 KB a
+// connection end when they were allocated whole).
 func TestConnStateBytes(t *testing.T) {
 	fab := FabricTransport
 	fab.MaxPathID = transport.Defaults.Paths
@@ -33,8 +35,11 @@ func TestConnStateBytes(t *testing.T) {
 	}
 	perPath := (got["fabric, 64 paths"] - got["fabric, 16 paths"]) / 48
 	t.Logf("per path: %.0f bytes", perPath)
-	if got["fabric, 16 paths"] > got["defaults"]/4 {
+	if got["fabric, 16 paths"] >= got["defaults"] {
 		t.Errorf("fabric config %.0f bytes, defaults %.0f: not the small one", got["fabric, 16 paths"], got["defaults"])
+	}
+	if got["defaults"] > 64<<10 {
+		t.Errorf("defaults %.0f bytes per connection end after 64 packets: the windows are allocated whole, not as used", got["defaults"])
 	}
 	if perPath <= 0 {
 		t.Errorf("per-path cost %.0f", perPath)

@@ -800,7 +800,7 @@ func (c *Conn) onReadResp(now Time, d wire.Data) bool {
 // addReadJob queues a READ response; false if no job slot is free.
 func (c *Conn) addReadJob(reqID uint32, stream uint16, streamSeq uint32, data []byte) bool {
 	s := &c.snd
-	if s.jobFree < 0 {
+	if s.jobFree < 0 && !s.growJobs() {
 		return false
 	}
 	ji := s.jobFree

@@ -72,9 +72,12 @@ type receiver struct {
 	streams []recvStream
 	stalled int
 
-	recvs      []recvBuf
-	recvMask   uint32
-	recvPosted uint32 // RecvSeq the next posted buffer gets
+	recvs    []recvBuf
+	recvMask uint32
+	// What msgs, recvs and paths may grow to (grow.go): the message
+	// window, the receive queue and MaxPathID.
+	msgCap, recvCap, pathCap int
+	recvPosted               uint32 // RecvSeq the next posted buffer gets
 
 	paths    []*rcvPath
 	ackQ     []uint16 // paths owing an ack, FIFO
@@ -108,21 +111,28 @@ func (r *receiver) init(cfg *Config, st recvStore) {
 	r.window = cfg.RecvWindow
 	r.bits = reuse(st.bits, cfg.RecvWindow/64+1)
 	r.mask = uint32(cfg.RecvWindow - 1)
-	r.msgs = reuse(st.msgs, cfg.MsgWindow)
-	r.msgMask = uint32(cfg.MsgWindow - 1)
+	// The message, receive buffer and path tables start small and grow
+	// (grow.go).
+	r.msgCap = cfg.MsgWindow
+	nm := startLen(initMsgs, cfg.MsgWindow, cap(st.msgs))
+	r.msgs = reuse(st.msgs, nm)
+	r.msgMask = uint32(nm - 1)
 	r.streams = reuse(st.streams, cfg.MaxStreams)
-	r.recvs = reuse(st.recvs, cfg.RecvQueue)
-	r.recvMask = uint32(cfg.RecvQueue - 1)
-	if cap(st.paths) >= cfg.MaxPathID {
+	r.recvCap = cfg.RecvQueue
+	nr := startLen(initRecvs, cfg.RecvQueue, cap(st.recvs))
+	r.recvs = reuse(st.recvs, nr)
+	r.recvMask = uint32(nr - 1)
+	r.pathCap = cfg.MaxPathID
+	if np := min(cap(st.paths), cfg.MaxPathID); np >= initPaths {
 		// Keep the records a released connection allocated, reset.
-		r.paths = st.paths[:cfg.MaxPathID]
+		r.paths = st.paths[:np]
 		for i, p := range r.paths {
 			if p != nil {
 				*p = rcvPath{id: uint16(i)}
 			}
 		}
 	} else {
-		r.paths = make([]*rcvPath, cfg.MaxPathID)
+		r.paths = make([]*rcvPath, min(initPaths, cfg.MaxPathID))
 	}
 	r.ackQ = st.ackQ[:0]
 	if cap(r.ackQ) < cfg.MaxPathID {
@@ -157,6 +167,10 @@ func (r *receiver) advance() {
 
 func (r *receiver) postRecv(wrid uint64, buf []byte) error {
 	b := &r.recvs[r.recvPosted&r.recvMask]
+	for b.posted && (b.seq^r.recvPosted)&uint32(r.recvCap-1) != 0 && len(r.recvs) < r.recvCap {
+		r.growRecvs() // grow.go
+		b = &r.recvs[r.recvPosted&r.recvMask]
+	}
 	if b.posted {
 		return ErrRecvQueueFull
 	}
@@ -183,8 +197,12 @@ func (c *Conn) onData(now Time, d wire.Data, srcPort uint16, ce bool) {
 	c.stats.DataReceived++
 	pid := int(d.PathID())
 	if pid >= len(r.paths) {
-		e.stats.RxBadPath++
-		return
+		if r.paths == nil || pid >= r.pathCap {
+			// Beyond MaxPathID, or a released connection's (no tables).
+			e.stats.RxBadPath++
+			return
+		}
+		r.growPaths(pid) // grow.go
 	}
 	if d.Opcode() == wire.OpProbe {
 		// A probe asks only "does this path work": ack it at once.
@@ -329,7 +347,7 @@ func (c *Conn) rmaTarget(d wire.Data) ([]byte, bool) {
 func (c *Conn) acceptMsgPacket(d wire.Data) (int, wire.NackReason) {
 	r := &c.rcv
 	id := d.MsgID()
-	m := &r.msgs[id&r.msgMask]
+	m := r.msgSlot(id) // grow.go
 	if m.inUse && m.id != id && !m.delivered && int(m.stream) < len(r.streams) &&
 		int32(m.streamSeq-r.streams[m.stream].next) < 0 {
 		// Its stream has passed its position (a forged message, whose
@@ -548,7 +566,7 @@ func (c *Conn) deadScan() bool {
 			continue
 		}
 		st := &r.streams[x.stream]
-		if d := int32(x.streamSeq - st.next); st.stalled || d <= 0 || d > int32(len(r.msgs)) {
+		if d := int32(x.streamSeq - st.next); st.stalled || d <= 0 || d > int32(r.msgCap) {
 			// A stalled stream waits for a READ job, not for a
 			// position. Evidence more than a message window ahead is
 			// not taken: a forged complete message far ahead would

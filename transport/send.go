@@ -105,6 +105,8 @@ type sender struct {
 	jobs     []readJob
 	jobFree  int32
 	jobCount int
+	// msgCap and jobCap are what msgs and jobs may grow to (grow.go).
+	msgCap, jobCap int
 
 	segQ  ringU32 // message slots (or readJobBit|job) with packets left to cut
 	retxQ ringU32 // PSNs declared lost, to resend
@@ -182,10 +184,14 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	n := nextPow2(window)
 	s.window = window
 	s.credit = window
-	s.pkts = reuse(st.pkts, n)
-	s.pktMask = uint32(n - 1)
-	s.msgs = reuse(st.msgs, msgWindow)
-	s.msgMask = uint32(msgWindow - 1)
+	// The packet, message and job tables start small and grow (grow.go).
+	np := startLen(initPkts, n, cap(st.pkts))
+	s.pkts = reuse(st.pkts, np)
+	s.pktMask = uint32(np - 1)
+	s.msgCap = msgWindow
+	nm := startLen(initMsgs, msgWindow, cap(st.msgs))
+	s.msgs = reuse(st.msgs, nm)
+	s.msgMask = uint32(nm - 1)
 	s.streams = reuse(st.streams, cfg.MaxStreams)
 	for i := range s.streams {
 		s.streams[i] = streamQ{head: -1, tail: -1}
@@ -193,13 +199,14 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 	// Read jobs: the requester holds at most msgWindow reads, and a job
 	// outlives its read by at most an ack's round trip; twice covers it,
 	// and delivery stalls (never fails) if even that runs out.
-	s.jobs = reuse(st.jobs, 2*msgWindow)
+	s.jobCap = 2 * msgWindow
+	s.jobs = reuse(st.jobs, min(s.jobCap, max(initJobs, cap(st.jobs))))
 	for i := range s.jobs {
 		s.jobs[i].nextFree = int32(i + 1)
 	}
 	s.jobs[len(s.jobs)-1].nextFree = -1
 	s.jobFree = 0
-	s.segQ = ringU32{buf: reuse(st.segQ, nextPow2(msgWindow+len(s.jobs)))}
+	s.segQ = ringU32{buf: reuse(st.segQ, nextPow2(msgWindow+s.jobCap))}
 	s.segQ.mask = uint32(len(s.segQ.buf) - 1)
 	s.retxQ = ringU32{buf: reuse(st.retxQ, n), mask: uint32(n - 1)}
 	s.paths = reuse(st.paths, cfg.Paths)
@@ -226,11 +233,11 @@ func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16,
 
 func (s *sender) post(op wire.Opcode, wr *WorkRequest) error {
 	id := s.nextMsgID
-	if int(id-s.msgUna) >= len(s.msgs) {
+	if int(id-s.msgUna) >= s.msgCap {
 		return ErrQueueFull
 	}
+	m := s.msgSlot(id)
 	idx := id & s.msgMask
-	m := &s.msgs[idx]
 	if m.inUse {
 		return ErrQueueFull // its completion still waits on an earlier message of its stream
 	}
@@ -380,6 +387,9 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 			s.segQ.pop()
 		}
 		psn := s.nextPSN
+		if int(psn-s.una) >= len(s.pkts) {
+			s.growPkts() // grow.go
+		}
 		s.nextPSN++
 		r := &s.pkts[uint32(psn)&s.pktMask]
 		*r = pktRec{msg: slot, off: off, n: n}

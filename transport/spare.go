@@ -3,8 +3,9 @@ package transport
 import "unsafe"
 
 // Recycling window storage. A connection end holds kilobytes of windows
-// (its packet, message, job and path rings: 22 KB in the fabric
-// configuration, 166 KB with the defaults, docs/scale.md), and an AI job
+// (its packet, message, job and path rings: 23 KB in the fabric
+// configuration, 43 KB with the defaults as a connection uses them, grow.go,
+// docs/scale.md), and an AI job
 // that connects lazily opens and closes connections by the thousand: a
 // 1024-host all-to-all makes two million connection ends. Allocating each
 // one's windows afresh made the garbage collector and page faults a third
