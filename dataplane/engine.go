@@ -512,15 +512,27 @@ func (e *Engine) iterate(now transport.Time) bool {
 // clock read (vDSO, no syscall) per 4 packets and a SubmitTx (at most one
 // kick) per 16. Batches of 64 stamped alike had their first packets
 // handed over 58 us (p50) after their Timestamp (TestTimestampsAtHandoff).
+//
+// maxFlush bounds the packets one iteration hands to the link before it
+// receives again. The flush once wrote everything the transport owed:
+// 10,000 connections' retransmission timeouts firing together owed 10,000
+// packets, the engine wrote them for milliseconds without reading its RX
+// ring, and the acks that would have stopped the next round overflowed it
+// (115,090 RxRingFull drops in one run of `demo -topology conns
+// -write-window 1000`, every retransmission spurious, WRITEs failing on
+// their retry limit). Four chunks take about 20 us to write, a small
+// part of what an RX ring holds at line rate.
 const (
 	stampEvery = 4
 	maxTxChunk = 16
+	maxFlush   = 4 * maxTxChunk
 )
 
-// flush moves what the transport owes into TX batches.
+// flush moves what the transport owes into TX batches, at most maxFlush
+// packets; what is left goes in the next iteration, after a receive.
 func (e *Engine) flush(now transport.Time) bool {
 	sent := false
-	for e.ep.HasOutput() {
+	for budget := maxFlush; budget > 0 && e.ep.HasOutput(); {
 		// Reserve about what the last flush used (twice, so a growing
 		// burst is not cut short), not the whole batch: a receiver owes
 		// a few acks per iteration, and taking and returning a full batch
@@ -529,7 +541,7 @@ func (e *Engine) flush(now transport.Time) bool {
 		// And no more than maxTxChunk: a packet is stamped when it is
 		// written, so the first of a batch waits for the rest to be
 		// written before it is handed to the link.
-		chunk := min(len(e.tx), max(16, 2*e.lastTx), maxTxChunk)
+		chunk := min(len(e.tx), max(16, 2*e.lastTx), maxTxChunk, budget)
 		k := e.link.ReserveTx(e.tx[:chunk])
 		if k == 0 {
 			// The link's TX budget is spent (afxdp.Config.TxBudget):
@@ -568,6 +580,7 @@ func (e *Engine) flush(now transport.Time) bool {
 			e.Stats.TxBatches.Add(1)
 		}
 		e.lastTx = n
+		budget -= n
 		if n < k {
 			return sent
 		}

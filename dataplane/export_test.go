@@ -10,3 +10,6 @@ func (e *Engine) Iterate(now transport.Time) bool {
 	e.fakeClock = true
 	return e.iterate(now)
 }
+
+// MaxFlush is how many packets one iteration hands to the link at most.
+const MaxFlush = maxFlush

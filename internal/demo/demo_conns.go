@@ -51,6 +51,9 @@ type ConnsResult struct {
 	ConnectP50Ms float64 `json:"connect_p50_ms"`
 	ConnectP99Ms float64 `json:"connect_p99_ms"`
 	ConnectMaxMs float64 `json:"connect_max_ms"`
+	// ConnectRxRingFull counts the packets the kernel dropped during the
+	// connects because an engine had not read its AF_XDP RX ring.
+	ConnectRxRingFull uint64 `json:"connect_rx_ring_full"`
 	// Ping-pong round trips (a 64-byte WRITE with immediate each way),
 	// with no other connection, then with Conns idle ones; Ratio is
 	// idle p50 over alone p50.
@@ -64,6 +67,17 @@ type ConnsResult struct {
 	DaemonFDs   []int `json:"daemon_fds"`
 	DaemonMaps  []int `json:"daemon_maps"`
 	DaemonRSSMB []int `json:"daemon_rss_mb"`
+	// WriteWindow is how many WRITEs a session had outstanding; during
+	// the WRITEs both daemons together retransmitted WriteRetransmitted
+	// data packets and had WriteTimeouts retransmission timeouts (every
+	// packet of a lossless link arrives, so each retransmission is
+	// spurious: host delay read as loss).
+	// WriteRxRingFull counts the packets the kernel dropped meanwhile
+	// because an engine had not read its AF_XDP RX ring.
+	WriteWindow        int    `json:"write_window"`
+	WriteRetransmitted uint64 `json:"write_retransmitted"`
+	WriteTimeouts      uint64 `json:"write_timeouts"`
+	WriteRxRingFull    uint64 `json:"write_rx_ring_full"`
 	// Daemons is each daemon's status at the end (its engines' transport
 	// counters: retransmissions, keepalives, failures).
 	Daemons [][]daemon.EngineStatus `json:"daemons,omitempty"`
@@ -202,6 +216,7 @@ func (p *receiverProc) stop() {
 
 type connsOpts struct {
 	conns, perSession, pings int
+	writeWindow              int // WRITEs outstanding per session
 	limit                    time.Duration
 	yaml                     string // extra daemon configuration
 }
@@ -213,6 +228,7 @@ func runConnsDemo(args []string, out io.Writer) error {
 	fs.IntVar(&o.conns, "conns", 10000, "connections between the two daemons, each carrying one verified WRITE")
 	fs.IntVar(&o.perSession, "per-session", 1000, "queue pairs per application session (the daemon allows 1024 by default)")
 	fs.IntVar(&o.pings, "pings", 2000, "ping-pong round trips, alone and beside the idle connections")
+	fs.IntVar(&o.writeWindow, "write-window", 8, "WRITEs a session has outstanding (as many as -per-session: all in one burst)")
 	cli.DurationVar(fs, &o.limit, "connect-limit", 10*time.Second, "one connect not up by then fails")
 	fs.StringVar(&o.yaml, "daemon-yaml", "", "extra top-level lines of both daemons' configuration (e.g. 'transport: {max_rto: 1s}')")
 	receiver := fs.String("receiver", "", "internal: be the receiving application on the daemon whose control socket this is (the demo starts it as a process of its own)")
@@ -221,7 +237,7 @@ func runConnsDemo(args []string, out io.Writer) error {
 		return err
 	}
 	if err := cli.Check(cli.Int("conns", o.conns, 1, 100000), cli.Int("per-session", o.perSession, 1, 1<<16),
-		cli.Int("pings", o.pings, 1, 1<<24)); err != nil {
+		cli.Int("pings", o.pings, 1, 1<<24), cli.Int("write-window", o.writeWindow, 1, 1<<16)); err != nil {
 		return err
 	}
 	if *receiver != "" {
@@ -242,10 +258,12 @@ func runConnsDemo(args []string, out io.Writer) error {
 			enc.SetIndent("", "  ")
 			enc.Encode(res)
 		} else {
-			fmt.Fprintf(out, "%d connections (%d sessions a side): %d connected, %d WRITEs verified; create %.1f s, connect %.1f s, p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-				res.Conns, res.Sessions, res.Connected, res.Verified, res.CreateS, res.ConnectS, res.ConnectP50Ms, res.ConnectP99Ms, res.ConnectMaxMs)
+			fmt.Fprintf(out, "%d connections (%d sessions a side): %d connected, %d WRITEs verified; create %.1f s, connect %.1f s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d RX ring overflows\n",
+				res.Conns, res.Sessions, res.Connected, res.Verified, res.CreateS, res.ConnectS, res.ConnectP50Ms, res.ConnectP99Ms, res.ConnectMaxMs, res.ConnectRxRingFull)
 			fmt.Fprintf(out, "ping-pong p50 alone %.1f us, beside %d idle %.1f us (x%.2f); p99 %.1f / %.1f us\n",
 				res.PingAloneP50Us, res.Conns, res.PingIdleP50Us, res.PingRatio, res.PingAloneP99Us, res.PingIdleP99Us)
+			fmt.Fprintf(out, "WRITEs %d outstanding a session: %d retransmitted (spurious: the link is lossless), %d timeouts, %d RX ring overflows\n",
+				res.WriteWindow, res.WriteRetransmitted, res.WriteTimeouts, res.WriteRxRingFull)
 			fmt.Fprintf(out, "daemons: descriptors %v, mappings %v, RSS %v MB; ok %v\n", res.DaemonFDs, res.DaemonMaps, res.DaemonRSSMB, res.OK)
 		}
 	}
@@ -432,6 +450,10 @@ func connsDemo(o connsOpts) (*ConnsResult, error) {
 			return res, fmt.Errorf("receiver: session %d has %d queue pairs and %d tokens, want %d", i, len(s.QPNs), len(s.Tokens), len(sa.qps[i]))
 		}
 	}
+	c0, err := ds.stats()
+	if err != nil {
+		return res, err
+	}
 	t0 = time.Now()
 	lat := make([][]float64, len(sa.clients))
 	errs := make([]error, len(sa.clients))
@@ -462,14 +484,36 @@ func connsDemo(o connsOpts) (*ConnsResult, error) {
 	if err := errors.Join(errs...); err != nil {
 		return res, err
 	}
+	c1, err := ds.stats()
+	if err != nil {
+		return res, err
+	}
+	for i := range c1 {
+		res.ConnectRxRingFull += c1[i].sub(c0[i]).RxRingFull
+	}
 
 	// One WRITE on each, then the receiver's check of every slot.
+	res.WriteWindow = o.writeWindow
+	s0, err := ds.stats()
+	if err != nil {
+		return res, err
+	}
 	for i := range sa.clients {
-		wg.Go(func() { errs[i] = connsWrite(sa, rcv.info.Sessions[i], i) })
+		wg.Go(func() { errs[i] = connsWrite(sa, rcv.info.Sessions[i], i, o.writeWindow) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return res, err
+	}
+	s1, err := ds.stats()
+	if err != nil {
+		return res, err
+	}
+	for i := range s1 {
+		d := s1[i].sub(s0[i])
+		res.WriteRetransmitted += d.Retransmitted
+		res.WriteTimeouts += d.Timeouts
+		res.WriteRxRingFull += d.RxRingFull
 	}
 	if res.Verified, err = rcv.check(); err != nil {
 		return res, err
@@ -494,11 +538,11 @@ func connsDemo(o connsOpts) (*ConnsResult, error) {
 }
 
 // connsWrite posts session i's WRITEs, one per queue pair, at most
-// writeWindow outstanding at a time, and waits for each to complete. (All
-// 10,000 at once is a burst the transport's timers read as loss: issue
-// 22 counted 36,153 retransmissions for 4,943 one-packet WRITEs; that is
-// the transport's to fix, not what this demo measures.)
-func connsWrite(sa *connsSide, peer connsSession, i int) error {
+// window outstanding at a time, and waits for each to complete.
+// (`-write-window` as large as a session's queue pairs posts them all in
+// one burst: issue 22 once counted 36,153 retransmissions for 4,943
+// one-packet WRITEs so posted.)
+func connsWrite(sa *connsSide, peer connsSession, i, window int) error {
 	mr := sa.mrs[i]
 	var cq [4]client.Completion
 	wait := func(k int) error {
@@ -520,21 +564,19 @@ func connsWrite(sa *connsSide, peer connsSession, i int) error {
 		if err := q.PostWrite(uint64(k), mr, k*connSlot, connSlot, peer.Addr+uint64(k*connSlot), peer.Key); err != nil {
 			return fmt.Errorf("session %d write %d: %w", i, k, err)
 		}
-		if k >= writeWindow {
-			if err := wait(k - writeWindow); err != nil {
+		if k >= window {
+			if err := wait(k - window); err != nil {
 				return err
 			}
 		}
 	}
-	for k := max(0, len(sa.qps[i])-writeWindow); k < len(sa.qps[i]); k++ {
+	for k := max(0, len(sa.qps[i])-window); k < len(sa.qps[i]); k++ {
 		if err := wait(k); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-const writeWindow = 8
 
 // connsPing runs n round trips on the ping-pong pair: a 64-byte WRITE
 // with immediate out, the echo back; it returns the round trips in us.

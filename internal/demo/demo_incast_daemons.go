@@ -80,24 +80,32 @@ func (ds *daemonSet) stats() ([]transportStats, error) {
 		}
 		for _, e := range st.Engines {
 			t := e.Transport
-			out[i] = out[i].add(transportStats{Timeouts: t.Timeouts, Sent: t.DataSent, Retransmitted: t.DataRetransmitted,
-				RxCE: t.RxCE, CEEchoed: t.CEEchoed})
+			ts := transportStats{Timeouts: t.Timeouts, Sent: t.DataSent, Retransmitted: t.DataRetransmitted,
+				RxCE: t.RxCE, CEEchoed: t.CEEchoed}
+			if e.XSK != nil {
+				ts.RxRingFull = e.XSK.RxRingFull
+			}
+			out[i] = out[i].add(ts)
 		}
 	}
 	return out, errors.Join(errs...)
 }
 
-// transportStats are the counters the incast demo reports from a daemon.
+// transportStats are the counters the demos report from a daemon: its
+// transport's, and its AF_XDP sockets' RX ring overflows (packets the
+// kernel dropped because the engine had not read its ring).
 type transportStats struct {
-	Timeouts, Sent, Retransmitted, RxCE, CEEchoed uint64
+	Timeouts, Sent, Retransmitted, RxCE, CEEchoed, RxRingFull uint64
 }
 
 func (a transportStats) add(b transportStats) transportStats {
-	return transportStats{a.Timeouts + b.Timeouts, a.Sent + b.Sent, a.Retransmitted + b.Retransmitted, a.RxCE + b.RxCE, a.CEEchoed + b.CEEchoed}
+	return transportStats{a.Timeouts + b.Timeouts, a.Sent + b.Sent, a.Retransmitted + b.Retransmitted, a.RxCE + b.RxCE,
+		a.CEEchoed + b.CEEchoed, a.RxRingFull + b.RxRingFull}
 }
 
 func (a transportStats) sub(b transportStats) transportStats {
-	return transportStats{a.Timeouts - b.Timeouts, a.Sent - b.Sent, a.Retransmitted - b.Retransmitted, a.RxCE - b.RxCE, a.CEEchoed - b.CEEchoed}
+	return transportStats{a.Timeouts - b.Timeouts, a.Sent - b.Sent, a.Retransmitted - b.Retransmitted, a.RxCE - b.RxCE,
+		a.CEEchoed - b.CEEchoed, a.RxRingFull - b.RxRingFull}
 }
 
 // stop closes the control connections and stops the daemons (SIGTERM, then
