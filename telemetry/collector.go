@@ -187,6 +187,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, pathsRestored, t.PathsRestored, l...)
 	counter(ch, planesDown, t.PlanesDown, l...)
 	counter(ch, planesUp, t.PlanesUp, l...)
+	counter(ch, planesUnproven, t.PlanesUnproven, l...)
+	counter(ch, planesProven, t.PlanesProven, l...)
 	counter(ch, repaths, t.PathsRetired, l...)
 	counter(ch, pathTimeouts, t.PathTimeouts, l...)
 	counter(ch, pathsSlow, t.PathsSlow, l...)

@@ -56,7 +56,10 @@ type Conn struct {
 	peer    netip.Addr
 	// planes: the planes the connection sprays over and the peer's
 	// address on each (planes.go, §7.9).
-	planes  connPlanes
+	planes connPlanes
+	// rxPlane is the plane of the peer's address the packet being
+	// received came from (ReceivePort).
+	rxPlane uint8
 	service uint32
 	mem     Memory
 	initPSN wire.PSN // the first PSN we send, announced in CONNECT/ACCEPT

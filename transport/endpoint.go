@@ -39,8 +39,12 @@ type Endpoint struct {
 	// in (arrival.go), 0 outside it.
 	rxArrival Time
 
-	conns    map[uint32]*Conn
-	byPeer   map[peerKey]*Conn
+	conns  map[uint32]*Conn
+	byPeer map[peerKey]*Conn
+	// byPlane: connections by the peer's address on a proven plane
+	// other than 0 and its id (planes.go), for the connection-management
+	// packets that may come from there (§7.7, §7.9).
+	byPlane  map[peerKey]*Conn
 	services map[uint32]listenEntry
 	// rejected: REJECTs of Pending connections, kept to repeat (§7.3).
 	rejected map[peerKey]rejectRec
@@ -99,7 +103,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		cfg: cfg, local: local,
-		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]listenEntry{},
+		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, byPlane: map[peerKey]*Conn{}, services: map[uint32]listenEntry{},
 		rejected: map[peerKey]rejectRec{},
 		ready:    make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
 		replies:  make([]reply, 0, 64),
@@ -234,7 +238,7 @@ func (e *Endpoint) entropy() uint16 {
 }
 
 // establish sizes the sender once the peer's parameters are known.
-func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload uint16) {
+func (c *Conn) establish(now Time, peerWindow uint32, peerMsgWindow uint16, peerPayload uint16) {
 	cfg := &c.ep.cfg
 	c.sendWindow = min(cfg.SendWindow, int(peerWindow))
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
@@ -256,6 +260,7 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 		c.snd.cc, _ = congestion.New(cfg.Congestion, cc)
 	}
 	c.state = StateEstablished
+	c.startUnproven(now)
 }
 
 // release forgets a connection that has closed or failed.
@@ -267,6 +272,7 @@ func (e *Endpoint) release(c *Conn) {
 	if k := (peerKey{c.peer, c.peerID}); e.byPeer[k] == c {
 		delete(e.byPeer, k)
 	}
+	c.forgetPlanes()
 	e.timers.remove(c)
 	c.deadline = 0
 	// A released connection owes the peer nothing: a CONNECT or
@@ -309,10 +315,12 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 		e.replyReset(now, from, p.Prefix().DstConn())
 		return
 	}
-	if !c.fromPeer(from) {
+	pl, ok := c.peerPlane(from)
+	if !ok {
 		e.stats.RxWrongPeer++
 		return
 	}
+	c.rxPlane = pl
 	if c.state != StateEstablished {
 		e.stats.RxUnexpected++
 		return
@@ -445,6 +453,9 @@ func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 		// they are sprayed too and avoid paths known to be bad.
 		s := &c.snd
 		pi := s.nextPath % len(s.paths)
+		if !s.proven(s.paths[pi].plane) {
+			pi = 0 // plane 0's (§7.9)
+		}
 		if len(s.active) > 0 {
 			pi = int(s.active[s.nextPath%len(s.active)])
 		}

@@ -256,7 +256,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		copy(c.peerReset[:], p.ResetToken())
 		c.peerPriv.set(p.Private())
 		c.learnPlanes(p)
-		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+		c.establish(now, p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 		c.heard(now) // the ACCEPT: arms the keepalive (keepalive.go)
 		c.ctlDeadline, c.ctlOwed = 0, 0
 		e.byPeer[peerKey{from, c.peerID}] = c
@@ -382,7 +382,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 		e.complete(Completion{Conn: c, Op: OpRequest})
 		return
 	}
-	c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+	c.establish(now, p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 	c.heard(now) // the CONNECT: arms the keepalive (keepalive.go)
 	c.ctlOwed = wire.OpAccept
 	e.stats.ConnsAccepted++
@@ -409,7 +409,7 @@ func (c *Conn) Accept(now Time, private []byte) error {
 		return ErrPrivateTooLong
 	}
 	c.priv.set(private)
-	c.establish(c.pendWindow, c.pendMsgWindow, c.pendPayload)
+	c.establish(now, c.pendWindow, c.pendMsgWindow, c.pendPayload)
 	c.heard(now)
 	c.ctlOwed = wire.OpAccept
 	c.ep.stats.ConnsAccepted++

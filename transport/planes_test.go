@@ -38,6 +38,13 @@ type planeNet struct {
 	// reviveOnTimeout: the dead planes answer again from the first
 	// retransmission timeout of endpoint 0 on.
 	reviveOnTimeout bool
+	// portless1: endpoint 1 is handed its packets without their UDP
+	// source port (Receive), so it acks on its own active paths, not on
+	// the plane of the path it acks.
+	portless1 bool
+	// mute[i][p]: what endpoint i sends on plane p is lost (a port that
+	// receives but cannot send).
+	mute            [2][MaxPlanes]bool
 	sent            [2][MaxPlanes]int
 	probe           [2][MaxPlanes]int
 	conn            [2][][]byte
@@ -151,7 +158,7 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	if n.reviveOnTimeout && n.eps[0].Stats().Timeouts > 0 {
 		n.dead = [MaxPlanes]bool{}
 	}
-	if n.dead[pl] {
+	if n.dead[pl] || n.mute[from][pl] {
 		return
 	}
 	// A plane is a FIFO from each sender: when its extra delay ends,
@@ -205,6 +212,9 @@ func (n *planeNet) step(until Time) bool {
 			continue
 		}
 		pl := p.plane
+		if p.to == 1 && n.portless1 {
+			p.port = 0
+		}
 		n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][pl], p.port, false, p.b)
 	}
 	for i, ep := range n.eps {
