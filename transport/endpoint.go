@@ -36,8 +36,10 @@ type Endpoint struct {
 	planeAddrs []netip.Addr
 	rng        *rand.Rand
 	// rxArrival is the arrival time of the packet ReceiveAt is handing
-	// in (arrival.go), 0 outside it.
+	// in (arrival.go), 0 outside it; rxPlane the plane it arrived on
+	// (ReceiveOn), 0 when the driver does not tell.
 	rxArrival Time
+	rxPlane   uint8
 
 	conns  map[uint32]*Conn
 	byPeer map[peerKey]*Conn
@@ -92,8 +94,9 @@ type peerKey struct {
 }
 
 type reply struct {
-	dst netip.Addr
-	h   wire.ConnHeader
+	dst   netip.Addr
+	plane uint8 // the plane the answered packet arrived on
+	h     wire.ConnHeader
 }
 
 // NewEndpoint validates cfg and returns an endpoint for local.
@@ -386,7 +389,7 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			e.replies, e.replyHead = e.replies[:0], 0
 		}
 		r.h.Put(buf)
-		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: r.h.Len(), Control: true}, true
+		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: r.h.Len(), Control: true, Plane: r.plane}, true
 	}
 	for e.readyHead < len(e.ready) {
 		c := e.ready[e.readyHead]
@@ -408,7 +411,13 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			d.SrcPort, d.Plane, d.Dst = p.entropy, p.plane, c.planeDst(p.plane)
 		}
 		if pi == ackPath {
-			d.SrcPort, d.Plane, d.Dst = c.rcv.lastEntropy, c.rcv.lastPlane, c.planeDst(c.rcv.lastPlane)
+			d.Plane, d.Dst = c.rcv.lastPlane, c.planeDst(c.rcv.lastPlane)
+			if c.rcv.lastEntropy != 0 {
+				d.SrcPort = c.rcv.lastEntropy
+			}
+		}
+		if ctl && pi == -1 && c.ctlPlane != 0 {
+			d.Plane, d.Dst = c.ctlPlane, c.planeDst(c.ctlPlane) // a teardown off plane 0 (§7.7)
 		}
 		e.stats.TxPackets++
 		e.stats.TxBytes += uint64(n)
@@ -460,7 +469,11 @@ func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 			pi = int(s.active[s.nextPath%len(s.active)])
 		}
 		s.nextPath++
-		if c.rcv.lastEntropy != 0 {
+		if c.rcv.lastEntropy != 0 || c.planes.n > 1 {
+			// Back with the entropy of the path it speaks for, and on
+			// its plane (§7.9: the peer proves the plane by these acks
+			// coming from our address there) even when the driver did
+			// not say which entropy the packets came with.
 			return n, ackPath, true
 		}
 		return n, pi, true

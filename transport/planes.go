@@ -283,3 +283,55 @@ type PlaneInfo struct {
 	// on the plane (§7.9); the plane is down until it does.
 	Unproven bool
 }
+
+// Connection management off plane 0 (§7.7, §7.9). An established
+// connection's teardown must not depend on plane 0 alone: a host whose
+// plane-0 port is down keeps moving data on its other planes, and its
+// application's close must finish too. So a DISCONNECT goes on plane 0
+// while plane 0 is up, else on the first proven plane that is up, and
+// each resend moves on to the next proven plane; the DISCONNECT_ACK
+// goes back to the address (and on the plane) the DISCONNECT came from;
+// and DISCONNECT, DISCONNECT_ACK and RESET are taken from the peer's
+// plane-0 address or its address on a proven plane of the connection.
+// Only proven planes: an address that has answered this connection's
+// probes is the peer's own, so taking its packets from there lets no one
+// in whom the peer did not name and who does not answer for it.
+
+// teardownPlane is the plane of the k-th DISCONNECT (k from 0): the up
+// proven planes first, plane 0 leading, then the down ones, in turn.
+func (c *Conn) teardownPlane(k int) uint8 {
+	pl := &c.planes
+	if pl.n < 2 {
+		return 0
+	}
+	s := &c.snd
+	var order [MaxPlanes]uint8
+	m := 0
+	for _, down := range [2]bool{false, true} {
+		for _, p := range pl.list[:pl.n] {
+			if s.proven(p) && s.planeDown[p] == down {
+				order[m] = p
+				m++
+			}
+		}
+	}
+	return order[k%m] // m >= 1: plane 0 is always proven
+}
+
+// fromTeardownPeer reports whether a DISCONNECT_ACK from from may speak
+// for c: the peer's plane-0 address, or its address on a proven plane.
+func (c *Conn) fromTeardownPeer(from netip.Addr) bool {
+	p, ok := c.peerPlane(from)
+	return ok && c.snd.proven(p)
+}
+
+// connOfPeer finds the connection whose peer has id peerID and sends
+// from from: its plane-0 address (byPeer) or its address on a proven
+// plane (byPlane).
+func (e *Endpoint) connOfPeer(from netip.Addr, peerID uint32) *Conn {
+	k := peerKey{from, peerID}
+	if c := e.byPeer[k]; c != nil {
+		return c
+	}
+	return e.byPlane[k]
+}
