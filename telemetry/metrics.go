@@ -47,6 +47,18 @@ var (
 	xskRxDropped    = desc("xsk_rx_dropped_total", "Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by reason.", engL("reason")...)
 	xskTxInvalid    = desc("xsk_tx_invalid_descs_total", "TX descriptors the kernel rejected (XDP_STATISTICS).", eng...)
 
+	// Per plane, for an engine over several (docs/spec.md §7.9): plane is
+	// 0..7, so these add at most eight series per engine and reason.
+	planeInfo        = desc("plane_info", "The engine's link on one plane: its interface; always 1.", engL("plane", "plane_iface")...)
+	planeRxFrames    = desc("plane_link_rx_packets_total", "Packets the engine's link on the plane received (AF_XDP frames parsed, or UDP datagrams).", engL("plane")...)
+	planeTxFrames    = desc("plane_link_tx_packets_total", "Packets the engine's link on the plane sent.", engL("plane")...)
+	planeRxDropped   = desc("plane_link_rx_dropped_total", "Frames the engine's link on the plane dropped before the transport, by reason.", engL("plane", "reason")...)
+	planeTxDropped   = desc("plane_link_tx_dropped_total", "Packets the engine's link on the plane could not send, by reason.", engL("plane", "reason")...)
+	planeXSKDropped  = desc("plane_xsk_rx_dropped_total", "Frames the kernel dropped at the plane's AF_XDP socket (XDP_STATISTICS), by reason.", engL("plane", "reason")...)
+	planeXSKInvalid  = desc("plane_xsk_tx_invalid_descs_total", "TX descriptors the kernel rejected at the plane's AF_XDP socket.", engL("plane")...)
+	planeCopied      = desc("plane_copied_total", "Packets written into one plane's transmit buffer and copied to their own plane's link.", eng...)
+	planeCopyDropped = desc("plane_copy_dropped_total", "Packets for another plane that its link had no room for (a loss the transport recovers).", eng...)
+
 	xdpRedirected     = desc("xdp_redirected_total", "MetaRoCE packets the XDP program steered to an AF_XDP socket.", "iface")
 	xdpPassed         = desc("xdp_passed_total", "Packets the XDP program passed to the kernel as not MetaRoCE.", "iface")
 	xdpRedirectFailed = desc("xdp_redirect_failed_total", "MetaRoCE packets whose queue had no socket; passed to the kernel.", "iface")
