@@ -214,6 +214,9 @@ type PlaneSnapshot struct {
 	Down        bool   `json:"down"`
 	// DownFor is how long the plane has been down, at the snapshot.
 	DownFor int64 `json:"down_for_ns,omitempty"`
+	// Unproven: the peer's address on the plane has not answered yet
+	// (docs/spec.md §7.9); the plane is down until it does.
+	Unproven bool `json:"unproven,omitempty"`
 }
 
 // Bytes is what ranks connections: bytes sent plus bytes placed.
@@ -491,7 +494,7 @@ func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool,
 	}
 	if pl := c.Planes(nil); len(pl) > 1 {
 		for _, p := range pl {
-			ps := PlaneSnapshot{Plane: p.Plane, Peer: p.Peer.String(), Paths: p.Paths, ActivePaths: p.ActivePaths, Down: p.Down}
+			ps := PlaneSnapshot{Plane: p.Plane, Peer: p.Peer.String(), Paths: p.Paths, ActivePaths: p.ActivePaths, Down: p.Down, Unproven: p.Unproven}
 			if p.Down && now > p.DownSince {
 				ps.DownFor = int64(now - p.DownSince)
 			}
