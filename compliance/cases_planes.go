@@ -2,6 +2,7 @@ package compliance
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/metaroce/metaroce/wire"
 )
@@ -56,6 +57,65 @@ var planeCases = []Case{
 			r := t.expect("ack of path 1", c.isAckSeq(1, c.seq[1]-1))
 			t.check(r.to == t.o.AltLocal, "the ack of path 1 arrived at %v, not at the suite's plane-1 address %v", r.to, t.o.AltLocal)
 		}},
+	{ID: "planes-teardown", Clause: "7.7", Also: []string{"7.9", "7.8"}, Needs: NeedAlt,
+		Title: "a DISCONNECT from the suite's plane-1 address closes the connection once the target proved that plane, answered there; from an address the connection does not use, it closes nothing",
+		Run: func(t *T) {
+			c := t.connect(connOpts{planes: []netip.Addr{t.o.AltLocal}})
+			mine := announcedPlane1(t, c)
+			t.Notef("the target announced %d plane addresses; plane 1 in use: %v", c.accept.PlaneAddrs, mine)
+			if mine {
+				// The target proves the suite's plane-1 address by
+				// probing it (§7.9): answer every probe that arrives
+				// there, from there, for a while.
+				answered := 0
+				deadline := time.Now().Add(t.o.Quiet)
+				for {
+					r := t.wait(time.Until(deadline), func(r *rxPacket) bool {
+						return r.err == nil && r.pkt.Class == wire.ClassData && r.pkt.Data().DstConn() == c.ID &&
+							r.pkt.Data().Opcode() == wire.OpProbe && r.to == t.o.AltLocal
+					})
+					if r == nil {
+						break
+					}
+					c.record(r.pkt.Data())
+					from := c.from
+					c.from = t.o.AltLocal
+					c.ackPath(r.pkt.Data().PathID())
+					c.from = from
+					answered++
+				}
+				t.Notef("answered %d of the target's probes of plane 1", answered)
+				t.check(answered > 0, "the target sent no probe to the suite's plane-1 address")
+			}
+			h := wire.ConnHeader{Opcode: wire.OpDisconnect, DstConn: c.Peer, SrcConn: c.ID, Reason: wire.ReasonClosed, Timestamp: stamp()}
+			t.send(wire.AppendConn(nil, &h), sendOpts{from: t.o.AltLocal})
+			r := t.expectConn(c.ID, wire.OpDisconnectAck)
+			t.check(r.to == t.o.AltLocal, "the DISCONNECT_ACK arrived at %v, not at the DISCONNECT's source %v", r.to, t.o.AltLocal)
+			if !mine {
+				c.cumNow() // acked: the connection lives
+				return
+			}
+			// Closed: the connection's id names nothing now, so a probe
+			// on it draws a RESET (§7.6).
+			c.probe(0, wire.FlagAckReq)
+			t.expect("RESET for the closed connection", func(r *rxPacket) bool {
+				return r.err == nil && r.pkt.Class == wire.ClassConn && r.pkt.Conn().Opcode() == wire.OpReset && r.pkt.Conn().SrcConn() == c.Peer
+			})
+			c.Peer = 0 // nothing left to close
+		}},
+}
+
+// announcedPlane1 reports whether the target's ACCEPT named a usable
+// address on plane 1, so that plane 1 is one of the connection's (§7.9).
+func announcedPlane1(t *T, c *Conn) bool {
+	if c.accept.PlaneAddrs < 1 {
+		return false
+	}
+	a := netip.AddrFrom16(c.accept.Planes[0])
+	if t.o.Local.Is4() {
+		a = a.Unmap()
+	}
+	return a.IsValid() && !a.IsUnspecified() && a.Is4() == t.o.Local.Is4()
 }
 
 // planeAddr makes an address for plane i beside base: a documentation

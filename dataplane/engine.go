@@ -436,16 +436,15 @@ func (e *Engine) iterate(now transport.Time) bool {
 					continue
 				}
 			}
+			at := transport.Time(0) // 0: now
 			if p.Arrival != 0 && e.monoEpoch != 0 {
-				at := transport.Time(p.Arrival - e.monoEpoch)
+				at = transport.Time(p.Arrival - e.monoEpoch)
 				stamped++
 				if at < now {
 					wait += uint64(now - at)
 				}
-				e.ep.ReceiveAt(now, at, p.From, p.SrcPort, p.CE, p.Payload)
-			} else {
-				e.ep.ReceivePort(now, p.From, p.SrcPort, p.CE, p.Payload)
 			}
+			e.ep.ReceiveOn(now, at, p.Plane, p.From, p.SrcPort, p.CE, p.Payload)
 		}
 		e.link.Release(e.rx[:n])
 		if stamped > 0 {
@@ -465,11 +464,11 @@ func (e *Engine) iterate(now transport.Time) bool {
 		e.now = now
 		if e.inbox == nil {
 			e.inbox = func(s *mailSlot) {
+				at := transport.Time(0)
 				if s.arrival != 0 && e.monoEpoch != 0 {
-					e.ep.ReceiveAt(e.now, transport.Time(s.arrival-e.monoEpoch), s.from, s.port, s.ce, s.buf[:s.n])
-					return
+					at = transport.Time(s.arrival - e.monoEpoch)
 				}
-				e.ep.ReceivePort(e.now, s.from, s.port, s.ce, s.buf[:s.n])
+				e.ep.ReceiveOn(e.now, at, s.plane, s.from, s.port, s.ce, s.buf[:s.n])
 			}
 		}
 		for _, m := range e.in {

@@ -18,6 +18,10 @@ type RxPacket struct {
 	// receive timestamp); 0 when the link cannot tell, and the engine
 	// then takes the time it received the batch.
 	Arrival int64
+	// Plane is the plane (NIC port, docs/spec.md §7.9) the packet
+	// arrived on; only a PlaneLink sets it, 0 otherwise. The replies a
+	// packet draws go back on its plane.
+	Plane uint8
 }
 
 // TxPacket is one packet to send. ReserveTx sets Buf to the room for the

@@ -62,6 +62,7 @@ type mailSlot struct {
 	// unknown): a forwarded packet keeps its link's stamp, so its
 	// owner's AckDelay and RTT samples leave the hand-off out too.
 	arrival int64
+	plane   uint8 // RxPacket.Plane
 }
 
 // NewMailbox returns a mailbox of size slots (a power of two) of slotSize
@@ -90,7 +91,7 @@ func (m *Mailbox) put(p *RxPacket) bool {
 		return false
 	}
 	s.n = copy(s.buf, p.Payload)
-	s.from, s.port, s.ce, s.arrival = p.From, p.SrcPort, p.CE, p.Arrival
+	s.from, s.port, s.ce, s.arrival, s.plane = p.From, p.SrcPort, p.CE, p.Arrival, p.Plane
 	m.ptail++
 	return true
 }

@@ -92,6 +92,9 @@ func (l *PlaneLink) Receive(batch []RxPacket) int {
 	for i := 0; i < P && n < len(batch); i++ {
 		p := (l.rxNext + i) % P
 		k := l.Links[p].Receive(batch[n:])
+		for j := range batch[n : n+k] {
+			batch[n+j].Plane = uint8(p)
+		}
 		if k > 0 {
 			l.rxSeg, l.rxFrom = append(l.rxSeg, k), append(l.rxFrom, p)
 			n += k

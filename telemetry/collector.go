@@ -120,6 +120,27 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 		counter(ch, linkTxDropped, u.SendErrors, with("send_error")...)
 		counter(ch, linkTxDropped, u.SendFull, with("socket_full")...)
 	}
+	for i := range e.Planes {
+		p := &e.Planes[i]
+		pl := with(strconv.Itoa(p.Plane))
+		at := func(extra ...string) []string { return append(append(make([]string, 0, 5), pl...), extra...) }
+		gauge(ch, planeInfo, 1, at(p.Iface)...)
+		if u := p.UDP; u != nil {
+			counter(ch, planeRxFrames, u.Received, pl...)
+			counter(ch, planeTxFrames, u.Sent, pl...)
+			counter(ch, planeRxDropped, u.Truncated, at("truncated")...)
+			counter(ch, planeRxDropped, u.RecvErrors, at("recv_error")...)
+			counter(ch, planeTxDropped, u.SendErrors, at("send_error")...)
+			counter(ch, planeTxDropped, u.SendFull, at("socket_full")...)
+		}
+		if x := p.XSK; x != nil {
+			counter(ch, planeXSKDropped, x.RxDropped, at("other")...)
+			counter(ch, planeXSKDropped, x.RxInvalidDescs, at("invalid_desc")...)
+			counter(ch, planeXSKDropped, x.RxRingFull, at("rx_ring_full")...)
+			counter(ch, planeXSKDropped, x.RxFillRingEmptyDescs, at("fill_ring_empty")...)
+			counter(ch, planeXSKInvalid, x.TxInvalidDescs, pl...)
+		}
+	}
 	if x := e.XSK; x != nil {
 		counter(ch, xskRxDropped, x.RxDropped, with("other")...)
 		counter(ch, xskRxDropped, x.RxInvalidDescs, with("invalid_desc")...)
@@ -145,6 +166,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 		counter(ch, linkTxDropped, a.TxFamily, with("wrong_family")...)
 		counter(ch, linkTxDropped, a.TxRingFull, with("tx_ring_full")...)
 	}
+	collectPlanes(ch, e, l)
 	gauge(ch, snapshotStall, e.Stall.Seconds(), l...)
 	t := &e.Transport
 	counter(ch, rxPackets, t.RxPackets, l...)
@@ -187,6 +209,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, pathsRestored, t.PathsRestored, l...)
 	counter(ch, planesDown, t.PlanesDown, l...)
 	counter(ch, planesUp, t.PlanesUp, l...)
+	counter(ch, planesUnproven, t.PlanesUnproven, l...)
+	counter(ch, planesProven, t.PlanesProven, l...)
 	counter(ch, repaths, t.PathsRetired, l...)
 	counter(ch, pathTimeouts, t.PathTimeouts, l...)
 	counter(ch, pathsSlow, t.PathsSlow, l...)
@@ -223,4 +247,34 @@ func histogram(d *prometheus.Desc, h *transport.Histogram, labels []string) prom
 	}
 	cum += h.Counts[transport.HistogramBuckets]
 	return prometheus.MustNewConstHistogram(d, cum, seconds(h.Sum), buckets, labels...)
+}
+
+// collectPlanes sends the engine-owned per-plane counters (the AF_XDP
+// links' own, and the PlaneLink's copies) of a responsive engine over
+// several planes.
+func collectPlanes(ch chan<- prometheus.Metric, e *EngineSnapshot, l []string) {
+	if len(e.Planes) == 0 {
+		return
+	}
+	counter(ch, planeCopied, e.PlaneCopied, l...)
+	counter(ch, planeCopyDropped, e.PlaneCopyDrops, l...)
+	for i := range e.Planes {
+		p := &e.Planes[i]
+		a := p.AFXDP
+		if a == nil {
+			continue
+		}
+		pl := append(append(make([]string, 0, 4), l...), strconv.Itoa(p.Plane))
+		at := func(r string) []string { return append(append(make([]string, 0, 4), pl...), r) }
+		counter(ch, planeRxFrames, a.RxFrames, pl...)
+		counter(ch, planeTxFrames, a.TxFrames, pl...)
+		for r := 1; r < frame.NumReasons; r++ {
+			counter(ch, planeRxDropped, a.RxBadFrame[r], at(frame.Reason(r).Name())...)
+		}
+		counter(ch, planeRxDropped, a.RxNotForUs, at("not_for_us")...)
+		counter(ch, planeRxDropped, a.RxMultiBuffer, at("multi_buffer")...)
+		counter(ch, planeTxDropped, a.TxNoNeighbor, at("no_neighbor")...)
+		counter(ch, planeTxDropped, a.TxFamily, at("wrong_family")...)
+		counter(ch, planeTxDropped, a.TxRingFull, at("tx_ring_full")...)
+	}
 }

@@ -50,6 +50,10 @@
 //     suspect) over all connections, the RTT histogram of all acks, and a
 //     summary of the established connections: how many have a path not
 //     active, and the largest smoothed RTT and host delay among them;
+//   - per engine and plane (an engine over several planes, docs/spec.md
+//     §7.9): its link's packets and drops on each plane and the plane's
+//     AF_XDP socket drops; plane is 0..7, so this adds at most eight
+//     series per engine and reason;
 //   - per interface: the XDP program's counters.
 //
 // So the series count is fixed by the engines whatever the load

@@ -47,6 +47,18 @@ var (
 	xskRxDropped    = desc("xsk_rx_dropped_total", "Frames the kernel dropped at the AF_XDP socket (XDP_STATISTICS), by reason.", engL("reason")...)
 	xskTxInvalid    = desc("xsk_tx_invalid_descs_total", "TX descriptors the kernel rejected (XDP_STATISTICS).", eng...)
 
+	// Per plane, for an engine over several (docs/spec.md §7.9): plane is
+	// 0..7, so these add at most eight series per engine and reason.
+	planeInfo        = desc("plane_info", "The engine's link on one plane: its interface; always 1.", engL("plane", "plane_iface")...)
+	planeRxFrames    = desc("plane_link_rx_packets_total", "Packets the engine's link on the plane received (AF_XDP frames parsed, or UDP datagrams).", engL("plane")...)
+	planeTxFrames    = desc("plane_link_tx_packets_total", "Packets the engine's link on the plane sent.", engL("plane")...)
+	planeRxDropped   = desc("plane_link_rx_dropped_total", "Frames the engine's link on the plane dropped before the transport, by reason.", engL("plane", "reason")...)
+	planeTxDropped   = desc("plane_link_tx_dropped_total", "Packets the engine's link on the plane could not send, by reason.", engL("plane", "reason")...)
+	planeXSKDropped  = desc("plane_xsk_rx_dropped_total", "Frames the kernel dropped at the plane's AF_XDP socket (XDP_STATISTICS), by reason.", engL("plane", "reason")...)
+	planeXSKInvalid  = desc("plane_xsk_tx_invalid_descs_total", "TX descriptors the kernel rejected at the plane's AF_XDP socket.", engL("plane")...)
+	planeCopied      = desc("plane_copied_total", "Packets written into one plane's transmit buffer and copied to their own plane's link.", eng...)
+	planeCopyDropped = desc("plane_copy_dropped_total", "Packets for another plane that its link had no room for (a loss the transport recovers).", eng...)
+
 	xdpRedirected     = desc("xdp_redirected_total", "MetaRoCE packets the XDP program steered to an AF_XDP socket.", "iface")
 	xdpPassed         = desc("xdp_passed_total", "Packets the XDP program passed to the kernel as not MetaRoCE.", "iface")
 	xdpRedirectFailed = desc("xdp_redirect_failed_total", "MetaRoCE packets whose queue had no socket; passed to the kernel.", "iface")
@@ -77,7 +89,9 @@ var (
 	pathsRestored     = desc("paths_restored_total", "Suspect paths restored by answered probes.", eng...)
 	planesDown        = desc("planes_down_total", "Connections' planes that went down: every path on the plane suspect.", eng...)
 	planesUp          = desc("planes_up_total", "Connections' planes that came back: a path on the plane restored.", eng...)
-	planesDownNow     = desc("planes_down", "Connections' planes down now.", eng...)
+	planesDownNow     = desc("planes_down", "Connections' planes down now, unproven ones included.", eng...)
+	planesUnproven    = desc("planes_unproven_total", "Connections' planes other than plane 0, which start unproven: used only once the peer answers probes from its address there.", eng...)
+	planesProven      = desc("planes_proven_total", "Connections' unproven planes the peer answered on: in use.", eng...)
 	repaths           = desc("repaths_total", "Paths retired and given a fresh entropy value.", eng...)
 	pathTimeouts      = desc("path_timeouts_total", "Paths found silent while holding data.", eng...)
 	pathsSlow         = desc("paths_slow_total", "Paths suspected for an RTT far above the median.", eng...)

@@ -30,6 +30,29 @@ type Engine struct {
 	// XDP is the interface's steering program (shared by the interface's
 	// engines, read once per interface), nil without one.
 	XDP *bpf.Program
+	// Planes: the engine's link on each plane, for an engine over several
+	// (docs/spec.md §7.9; AFXDP and UDP above are plane 0's), and Mux the
+	// PlaneLink that serves them as one.
+	Planes []PlaneLink
+	Mux    *dataplane.PlaneLink
+}
+
+// PlaneLink is an engine's link on one plane.
+type PlaneLink struct {
+	Plane int
+	Iface string
+	AFXDP *afxdp.Link
+	UDP   *udplink.Link
+}
+
+// PlaneLinkSnapshot is an engine's link on one plane: its counters, as
+// EngineSnapshot has them for the engine's whole link.
+type PlaneLinkSnapshot struct {
+	Plane int               `json:"plane"`
+	Iface string            `json:"iface"`
+	AFXDP *afxdp.Stats      `json:"afxdp,omitempty"` // engine-owned: only when Responsive
+	UDP   *udplink.Counters `json:"udp,omitempty"`
+	XSK   *xsk.Stats        `json:"xsk,omitempty"`
 }
 
 // Options choose what a snapshot holds.
@@ -101,6 +124,14 @@ type EngineSnapshot struct {
 	AFXDP     *afxdp.Stats      `json:"afxdp,omitempty"`
 	UDP       *udplink.Counters `json:"udp,omitempty"`
 	XSK       *xsk.Stats        `json:"xsk,omitempty"`
+
+	// Planes: the engine's link per plane, for an engine over several;
+	// PlaneCopied and PlaneCopyDrops: the packets its PlaneLink copied to
+	// another plane's link than their buffer's, and those it dropped for
+	// want of room there (engine-owned: only when Responsive).
+	Planes         []PlaneLinkSnapshot `json:"planes,omitempty"`
+	PlaneCopied    uint64              `json:"plane_copied,omitempty"`
+	PlaneCopyDrops uint64              `json:"plane_copy_drops,omitempty"`
 
 	Conns ConnSummary `json:"conns"`
 	// Top are the connections that moved the most bytes, most first.
@@ -183,6 +214,9 @@ type PlaneSnapshot struct {
 	Down        bool   `json:"down"`
 	// DownFor is how long the plane has been down, at the snapshot.
 	DownFor int64 `json:"down_for_ns,omitempty"`
+	// Unproven: the peer's address on the plane has not answered yet
+	// (docs/spec.md §7.9); the plane is down until it does.
+	Unproven bool `json:"unproven,omitempty"`
 }
 
 // Bytes is what ranks connections: bytes sent plus bytes placed.
@@ -243,6 +277,22 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 				es.XSK = &x
 			}
 		}
+		if len(en.Planes) > 1 {
+			es.Planes = make([]PlaneLinkSnapshot, len(en.Planes))
+			for p, pl := range en.Planes {
+				ps := &es.Planes[p]
+				ps.Plane, ps.Iface = pl.Plane, pl.Iface
+				if pl.UDP != nil {
+					c := pl.UDP.Counters()
+					ps.UDP = &c
+				}
+				if pl.AFXDP != nil {
+					if x, err := pl.AFXDP.Socket().Stats(); err == nil {
+						ps.XSK = &x
+					}
+				}
+			}
+		}
 		// The engines are walked in parallel, so one stuck engine costs
 		// the others nothing but the shared deadline.
 		wg.Go(func() {
@@ -250,6 +300,12 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 				es.Responsive = true
 				es.Transport, es.AFXDP, es.Conns, es.Top = w.s.Transport, w.s.AFXDP, w.s.Conns, w.s.Top
 				es.Stall = w.s.Stall
+				es.PlaneCopied, es.PlaneCopyDrops = w.s.PlaneCopied, w.s.PlaneCopyDrops
+				for p := range w.s.Planes {
+					if p < len(es.Planes) {
+						es.Planes[p].AFXDP = w.s.Planes[p].AFXDP
+					}
+				}
 			}
 		})
 		if en.XDP != nil && !seen[en.XDP] {
@@ -325,6 +381,19 @@ func (w *walker) begin() {
 	if w.en.AFXDP != nil {
 		a := w.en.AFXDP.Stats
 		w.s.AFXDP = &a
+	}
+	if len(w.en.Planes) > 1 {
+		// The links' own counters are the engine's to write: read here.
+		w.s.Planes = make([]PlaneLinkSnapshot, len(w.en.Planes))
+		for p, pl := range w.en.Planes {
+			if pl.AFXDP != nil {
+				a := pl.AFXDP.Stats
+				w.s.Planes[p].AFXDP = &a
+			}
+		}
+		if m := w.en.Mux; m != nil {
+			w.s.PlaneCopied, w.s.PlaneCopyDrops = m.Copied, m.CopyDrops
+		}
 	}
 	w.conns = ep.AppendConns(make([]*transport.Conn, 0, ep.Conns()))
 }
@@ -425,7 +494,7 @@ func connSnapshot(c *transport.Conn, paths []transport.PathInfo, withPaths bool,
 	}
 	if pl := c.Planes(nil); len(pl) > 1 {
 		for _, p := range pl {
-			ps := PlaneSnapshot{Plane: p.Plane, Peer: p.Peer.String(), Paths: p.Paths, ActivePaths: p.ActivePaths, Down: p.Down}
+			ps := PlaneSnapshot{Plane: p.Plane, Peer: p.Peer.String(), Paths: p.Paths, ActivePaths: p.ActivePaths, Down: p.Down, Unproven: p.Unproven}
 			if p.Down && now > p.DownSince {
 				ps.DownFor = int64(now - p.DownSince)
 			}

@@ -27,3 +27,18 @@ func (e *Endpoint) arrival(now Time) Time {
 	}
 	return now
 }
+
+// ReceiveOn is ReceiveAt for a packet whose plane the link knows: the
+// plane (NIC port, §7.9) it arrived on. The stateless replies it draws
+// (RESET, DISCONNECT_ACK, CHALLENGE, REJECT; §7.8) go back on that plane,
+// to its source address: when the packet came from a peer's address on
+// another plane than 0, its plane-0 port may not reach that address at
+// all. A plane the endpoint does not have is taken for plane 0.
+func (e *Endpoint) ReceiveOn(now, arrival Time, plane uint8, from netip.Addr, srcPort uint16, ce bool, pkt []byte) {
+	if int(plane) >= max(len(e.planeAddrs), 1) {
+		plane = 0
+	}
+	e.rxPlane = plane
+	e.ReceiveAt(now, arrival, from, srcPort, ce, pkt)
+	e.rxPlane = 0
+}

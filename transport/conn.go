@@ -56,7 +56,10 @@ type Conn struct {
 	peer    netip.Addr
 	// planes: the planes the connection sprays over and the peer's
 	// address on each (planes.go, §7.9).
-	planes  connPlanes
+	planes connPlanes
+	// rxPlane is the plane of the peer's address the packet being
+	// received came from (ReceivePort).
+	rxPlane uint8
 	service uint32
 	mem     Memory
 	initPSN wire.PSN // the first PSN we send, announced in CONNECT/ACCEPT
@@ -83,7 +86,11 @@ type Conn struct {
 	connectUntil Time
 	ctlRTO       Duration
 	ctlOwed      wire.Opcode // connection packet owed to the peer, 0 if none
-	cookie       [wire.CookieLen]byte
+	// ctlPlane is the plane the connection packet just built goes on
+	// (buildConn), discSends how many DISCONNECTs have gone (§7.7, §7.9).
+	ctlPlane  uint8
+	discSends int
+	cookie    [wire.CookieLen]byte
 	// Handshake round trips (§8.4): when the latest CONNECT left; when
 	// the acceptor's ACCEPT left (0 once used) and how many it sent.
 	connectAt   Time

@@ -36,11 +36,17 @@ type Endpoint struct {
 	planeAddrs []netip.Addr
 	rng        *rand.Rand
 	// rxArrival is the arrival time of the packet ReceiveAt is handing
-	// in (arrival.go), 0 outside it.
+	// in (arrival.go), 0 outside it; rxPlane the plane it arrived on
+	// (ReceiveOn), 0 when the driver does not tell.
 	rxArrival Time
+	rxPlane   uint8
 
-	conns    map[uint32]*Conn
-	byPeer   map[peerKey]*Conn
+	conns  map[uint32]*Conn
+	byPeer map[peerKey]*Conn
+	// byPlane: connections by the peer's address on a proven plane
+	// other than 0 and its id (planes.go), for the connection-management
+	// packets that may come from there (§7.7, §7.9).
+	byPlane  map[peerKey]*Conn
 	services map[uint32]listenEntry
 	// rejected: REJECTs of Pending connections, kept to repeat (§7.3).
 	rejected map[peerKey]rejectRec
@@ -88,8 +94,9 @@ type peerKey struct {
 }
 
 type reply struct {
-	dst netip.Addr
-	h   wire.ConnHeader
+	dst   netip.Addr
+	plane uint8 // the plane the answered packet arrived on
+	h     wire.ConnHeader
 }
 
 // NewEndpoint validates cfg and returns an endpoint for local.
@@ -99,7 +106,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 	}
 	e := &Endpoint{
 		cfg: cfg, local: local,
-		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, services: map[uint32]listenEntry{},
+		conns: map[uint32]*Conn{}, byPeer: map[peerKey]*Conn{}, byPlane: map[peerKey]*Conn{}, services: map[uint32]listenEntry{},
 		rejected: map[peerKey]rejectRec{},
 		ready:    make([]*Conn, 0, 64), cq: make([]Completion, 0, 256),
 		replies:  make([]reply, 0, 64),
@@ -234,7 +241,7 @@ func (e *Endpoint) entropy() uint16 {
 }
 
 // establish sizes the sender once the peer's parameters are known.
-func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload uint16) {
+func (c *Conn) establish(now Time, peerWindow uint32, peerMsgWindow uint16, peerPayload uint16) {
 	cfg := &c.ep.cfg
 	c.sendWindow = min(cfg.SendWindow, int(peerWindow))
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
@@ -256,6 +263,7 @@ func (c *Conn) establish(peerWindow uint32, peerMsgWindow uint16, peerPayload ui
 		c.snd.cc, _ = congestion.New(cfg.Congestion, cc)
 	}
 	c.state = StateEstablished
+	c.startUnproven(now)
 }
 
 // release forgets a connection that has closed or failed.
@@ -267,6 +275,7 @@ func (e *Endpoint) release(c *Conn) {
 	if k := (peerKey{c.peer, c.peerID}); e.byPeer[k] == c {
 		delete(e.byPeer, k)
 	}
+	c.forgetPlanes()
 	e.timers.remove(c)
 	c.deadline = 0
 	// A released connection owes the peer nothing: a CONNECT or
@@ -309,10 +318,12 @@ func (e *Endpoint) ReceivePort(now Time, from netip.Addr, srcPort uint16, ce boo
 		e.replyReset(now, from, p.Prefix().DstConn())
 		return
 	}
-	if !c.fromPeer(from) {
+	pl, ok := c.peerPlane(from)
+	if !ok {
 		e.stats.RxWrongPeer++
 		return
 	}
+	c.rxPlane = pl
 	if c.state != StateEstablished {
 		e.stats.RxUnexpected++
 		return
@@ -378,7 +389,7 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			e.replies, e.replyHead = e.replies[:0], 0
 		}
 		r.h.Put(buf)
-		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: r.h.Len(), Control: true}, true
+		return Datagram{Dst: r.dst, SrcPort: e.cfg.EntropyMin, Len: r.h.Len(), Control: true, Plane: r.plane}, true
 	}
 	for e.readyHead < len(e.ready) {
 		c := e.ready[e.readyHead]
@@ -400,7 +411,13 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 			d.SrcPort, d.Plane, d.Dst = p.entropy, p.plane, c.planeDst(p.plane)
 		}
 		if pi == ackPath {
-			d.SrcPort, d.Plane, d.Dst = c.rcv.lastEntropy, c.rcv.lastPlane, c.planeDst(c.rcv.lastPlane)
+			d.Plane, d.Dst = c.rcv.lastPlane, c.planeDst(c.rcv.lastPlane)
+			if c.rcv.lastEntropy != 0 {
+				d.SrcPort = c.rcv.lastEntropy
+			}
+		}
+		if ctl && pi == -1 && c.ctlPlane != 0 {
+			d.Plane, d.Dst = c.ctlPlane, c.planeDst(c.ctlPlane) // a teardown off plane 0 (§7.7)
 		}
 		e.stats.TxPackets++
 		e.stats.TxBytes += uint64(n)
@@ -445,11 +462,18 @@ func (c *Conn) build(now Time, buf []byte) (n int, path int, control bool) {
 		// they are sprayed too and avoid paths known to be bad.
 		s := &c.snd
 		pi := s.nextPath % len(s.paths)
+		if !s.proven(s.paths[pi].plane) {
+			pi = 0 // plane 0's (§7.9)
+		}
 		if len(s.active) > 0 {
 			pi = int(s.active[s.nextPath%len(s.active)])
 		}
 		s.nextPath++
-		if c.rcv.lastEntropy != 0 {
+		if c.rcv.lastEntropy != 0 || c.planes.n > 1 {
+			// Back with the entropy of the path it speaks for, and on
+			// its plane (§7.9: the peer proves the plane by these acks
+			// coming from our address there) even when the driver did
+			// not say which entropy the packets came with.
 			return n, ackPath, true
 		}
 		return n, pi, true

@@ -70,6 +70,7 @@ func (e *Endpoint) ConnectWith(now Time, peer netip.Addr, service uint32, mem Me
 // buildConn writes the connection packet c owes.
 func (c *Conn) buildConn(now Time, buf []byte) int {
 	cfg := &c.ep.cfg
+	c.ctlPlane = 0
 	h := wire.ConnHeader{Opcode: c.ctlOwed, DstConn: c.peerID, SrcConn: c.localID,
 		Timestamp: uint64(now), Paths: uint16(cfg.Paths)}
 	switch c.ctlOwed {
@@ -95,6 +96,8 @@ func (c *Conn) buildConn(now Time, buf []byte) int {
 			c.snd.hsProbe = !c.snd.rtt.have
 		}
 	case wire.OpDisconnect:
+		c.ctlPlane = c.teardownPlane(c.discSends)
+		c.discSends++
 		h.Reason = wire.ReasonClosed
 		// What arrived before the close (§7.7): data is dropped in
 		// Closing, so this no longer moves, and the peer completes what
@@ -256,7 +259,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		copy(c.peerReset[:], p.ResetToken())
 		c.peerPriv.set(p.Private())
 		c.learnPlanes(p)
-		c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+		c.establish(now, p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 		c.heard(now) // the ACCEPT: arms the keepalive (keepalive.go)
 		c.ctlDeadline, c.ctlOwed = 0, 0
 		e.byPeer[peerKey{from, c.peerID}] = c
@@ -272,8 +275,10 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		c.peerPriv.set(p.Private())
 		c.fail(StatusRejected, rejectError{p.Reason(), p.AppReason()})
 	case wire.OpDisconnect:
-		c := e.byPeer[peerKey{from, p.SrcConn()}]
+		c := e.connOfPeer(from, p.SrcConn())
+		plane := e.rxPlane
 		if c != nil && c.localID == p.DstConn() {
+			plane, _ = c.peerPlane(from)
 			if c.state == StateEstablished {
 				c.snd.ackThrough(c, p.ReceivedPSN())
 			}
@@ -282,17 +287,18 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 			c.closed()
 		}
 		// Answer even when the connection is already gone, so a peer
-		// whose DISCONNECT_ACK was lost can finish.
+		// whose DISCONNECT_ACK was lost can finish; back to the address
+		// and plane the DISCONNECT came from (§7.7, §7.9).
 		h := wire.ConnHeader{Opcode: wire.OpDisconnectAck, DstConn: p.SrcConn(), SrcConn: p.DstConn(), Timestamp: uint64(now)}
-		e.queueReply(now, from, &h)
+		e.queueReplyOn(now, from, plane, &h)
 	case wire.OpDisconnectAck:
 		c := e.conns[p.DstConn()]
-		if c == nil || c.state != StateClosing || c.peer != from {
+		if c == nil || c.state != StateClosing || !c.fromTeardownPeer(from) {
 			return
 		}
 		c.closed()
 	case wire.OpReset:
-		c := e.byPeer[peerKey{from, p.SrcConn()}]
+		c := e.connOfPeer(from, p.SrcConn())
 		if c == nil || c.localID != p.DstConn() && p.DstConn() != 0 {
 			e.stats.RxUnexpected++
 			return
@@ -382,7 +388,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 		e.complete(Completion{Conn: c, Op: OpRequest})
 		return
 	}
-	c.establish(p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
+	c.establish(now, p.RecvWindow(), p.MsgWindow(), p.MaxPayload())
 	c.heard(now) // the CONNECT: arms the keepalive (keepalive.go)
 	c.ctlOwed = wire.OpAccept
 	e.stats.ConnsAccepted++
@@ -409,7 +415,7 @@ func (c *Conn) Accept(now Time, private []byte) error {
 		return ErrPrivateTooLong
 	}
 	c.priv.set(private)
-	c.establish(c.pendWindow, c.pendMsgWindow, c.pendPayload)
+	c.establish(now, c.pendWindow, c.pendMsgWindow, c.pendPayload)
 	c.heard(now)
 	c.ctlOwed = wire.OpAccept
 	c.ep.stats.ConnsAccepted++
@@ -533,9 +539,15 @@ func (e *Endpoint) replyAllowed(now Time, dst netip.Addr) bool {
 }
 
 // queueReply owes a stateless connection packet, within the reply rates.
+// It goes back on the plane the packet it answers arrived on (§7.9).
 func (e *Endpoint) queueReply(now Time, dst netip.Addr, h *wire.ConnHeader) {
+	e.queueReplyOn(now, dst, e.rxPlane, h)
+}
+
+// queueReplyOn is queueReply on a plane the caller knows.
+func (e *Endpoint) queueReplyOn(now Time, dst netip.Addr, plane uint8, h *wire.ConnHeader) {
 	if e.replyAllowed(now, dst) {
-		e.replies = append(e.replies, reply{dst: dst, h: *h})
+		e.replies = append(e.replies, reply{dst: dst, plane: plane, h: *h})
 	}
 }
 
@@ -552,7 +564,7 @@ func (e *Endpoint) replyReset(now Time, from netip.Addr, id uint32) {
 	if !e.replyAllowed(now, from) {
 		return
 	}
-	e.replies = append(e.replies, reply{dst: from, h: wire.ConnHeader{Opcode: wire.OpReset, SrcConn: id,
+	e.replies = append(e.replies, reply{dst: from, plane: e.rxPlane, h: wire.ConnHeader{Opcode: wire.OpReset, SrcConn: id,
 		Reason: wire.ReasonUnknownConn, Timestamp: uint64(now), ResetToken: e.resetTokenOf(id)}})
 }
 

@@ -296,19 +296,20 @@ func (p *sendPath) rank(lostThis bool) int {
 }
 
 // pickAny is the fallback when no path is active: rather than stall, use
-// the suspect path with the fewest losses in a row.
+// the suspect path with the fewest losses in a row, on a proven plane
+// (§7.9: an unproven plane's address may not be the peer's at all).
 func (s *sender) pickAny(avoid int) int {
 	best := -1
 	for i := range s.paths {
 		p := &s.paths[i]
-		if !s.room(p) || (i == avoid && len(s.paths) > 1) {
+		if !s.proven(p.plane) || !s.room(p) || (i == avoid && len(s.paths) > 1) {
 			continue
 		}
 		if best < 0 || p.lossRun < s.paths[best].lossRun {
 			best = i
 		}
 	}
-	if best < 0 && avoid >= 0 && !s.paths[avoid].full() {
+	if best < 0 && avoid >= 0 && s.proven(s.paths[avoid].plane) && !s.paths[avoid].full() {
 		best = avoid
 	}
 	if best >= 0 {
@@ -365,7 +366,11 @@ func (c *Conn) planeHealth(now Time) {
 			c.ep.stats.PlanesDown++
 			continue
 		}
-		c.ep.stats.PlanesUp++
+		if s.planeUnproven[pl] {
+			c.planeProven(uint8(pl)) // its first path restored: never down, so not "up"
+		} else {
+			c.ep.stats.PlanesUp++
+		}
 		for i := range s.paths {
 			p := &s.paths[i]
 			if int(p.plane) == pl && p.state == pathSuspect {
@@ -395,6 +400,11 @@ func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
 	p.lossRate -= p.lossRate / 16
 	p.lastProgress = now
 	if p.state == pathSuspect && probe {
+		if !c.snd.proven(p.plane) && c.rxPlane != p.plane {
+			// An answer from another of the peer's addresses says
+			// nothing of the one this plane would send to (§7.9).
+			return
+		}
 		p.probesOK++
 		if p.probesOK >= c.ep.cfg.RestoreProbes {
 			c.restorePath(p, now)

@@ -135,18 +135,90 @@ func (c *Conn) planeDst(pl uint8) netip.Addr {
 // to c: the peer's plane-0 address, or its address on one of the
 // connection's planes (§7.9).
 func (c *Conn) fromPeer(from netip.Addr) bool {
+	_, ok := c.peerPlane(from)
+	return ok
+}
+
+// peerPlane is the plane of the connection on which the peer has address
+// from, if any.
+func (c *Conn) peerPlane(from netip.Addr) (uint8, bool) {
 	if from == c.peer {
-		return true
+		return 0, true
 	}
 	if c.planes.n < 2 {
-		return false
+		return 0, false
 	}
 	for _, p := range c.planes.list[1:c.planes.n] {
 		if c.planes.peer[p] == from {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// Proof of a peer's plane addresses (§7.9). A peer names its addresses
+// on its other planes in the handshake, and nothing in the handshake
+// shows that it receives there: a misconfigured host, or one that means
+// harm, could name a third host's address and have this end spray its
+// share of the connection's traffic at it. So a plane p != 0 starts
+// unproven: its paths start suspect (paths.go), carry no data and are
+// probed at once, with the probe schedule, retirements and back-off of
+// §8.7.4; an answer to such a probe restores its path only if it came
+// from the peer's address on plane p (an ack from elsewhere proves
+// nothing about that address), and the first path restored on the plane
+// proves it (planeHealth). Until then the plane is down, and the
+// connection runs on plane 0, which the handshake proved, and on the
+// planes proven already; a plane never proven costs its probes, backed
+// off to one per path per MaxProbeInterval, and nothing else.
+
+// startUnproven makes every plane of the connection but 0 unproven, at
+// its establishment. A connection of one plane, or of an endpoint without
+// plane addresses, has none.
+func (c *Conn) startUnproven(now Time) {
+	if c.planes.n < 2 || !c.healthOn() {
+		return
+	}
+	s := &c.snd
+	iv := c.probeInterval()
+	for i := range s.paths {
+		p := &s.paths[i]
+		if p.plane == 0 || int(p.plane) >= MaxPlanes {
+			continue
+		}
+		p.state = pathSuspect
+		p.probeInterval, p.probeAt = iv, now
+	}
+	for _, pl := range c.planes.list[1:c.planes.n] {
+		s.planeUnproven[pl], s.planeDown[pl], s.planeDownAt[pl] = true, true, now
+		c.ep.stats.PlanesUnproven++
+	}
+	s.rebuildActive()
+	s.pathTimer = now
+}
+
+// proven reports whether plane pl may carry data (plane 0 always may).
+func (s *sender) proven(pl uint8) bool { return int(pl) >= MaxPlanes || !s.planeUnproven[pl] }
+
+// planeProven notes that the peer answered on plane pl (§7.9): the plane
+// may carry data, and the peer's address there may carry its
+// connection-management packets too (byPlane, §7.7).
+func (c *Conn) planeProven(pl uint8) {
+	c.snd.planeUnproven[pl] = false
+	c.ep.stats.PlanesProven++
+	c.ep.byPlane[peerKey{c.planes.peer[pl], c.peerID}] = c
+}
+
+// forgetPlanes removes the connection's proven plane addresses from the
+// endpoint's index (release).
+func (c *Conn) forgetPlanes() {
+	if c.planes.n < 2 {
+		return
+	}
+	for _, pl := range c.planes.list[1:c.planes.n] {
+		if k := (peerKey{c.planes.peer[pl], c.peerID}); c.ep.byPlane[k] == c {
+			delete(c.ep.byPlane, k)
+		}
+	}
 }
 
 // Planes returns the planes the connection sprays over (U of §7.9; [0]
@@ -178,12 +250,14 @@ func (c *Conn) Planes(dst []PlaneInfo) []PlaneInfo {
 		}
 		if pi.Plane < MaxPlanes && s.planeDown[pi.Plane] {
 			pi.Down, pi.DownSince = true, s.planeDownAt[pi.Plane]
+			pi.Unproven = s.planeUnproven[pi.Plane]
 		}
 	}
 	return dst
 }
 
-// PlanesDown is how many of the connection's planes are down (§8.7.4).
+// PlanesDown is how many of the connection's planes are down (§8.7.4),
+// unproven ones (§7.9) included.
 // It does not allocate: telemetry calls it for every connection.
 func (c *Conn) PlanesDown() int {
 	n := 0
@@ -205,4 +279,59 @@ type PlaneInfo struct {
 	Paths, ActivePaths int
 	Down               bool
 	DownSince          Time
+	// Unproven: the peer has not yet answered a probe from its address
+	// on the plane (§7.9); the plane is down until it does.
+	Unproven bool
+}
+
+// Connection management off plane 0 (§7.7, §7.9). An established
+// connection's teardown must not depend on plane 0 alone: a host whose
+// plane-0 port is down keeps moving data on its other planes, and its
+// application's close must finish too. So a DISCONNECT goes on plane 0
+// while plane 0 is up, else on the first proven plane that is up, and
+// each resend moves on to the next proven plane; the DISCONNECT_ACK
+// goes back to the address (and on the plane) the DISCONNECT came from;
+// and DISCONNECT, DISCONNECT_ACK and RESET are taken from the peer's
+// plane-0 address or its address on a proven plane of the connection.
+// Only proven planes: an address that has answered this connection's
+// probes is the peer's own, so taking its packets from there lets no one
+// in whom the peer did not name and who does not answer for it.
+
+// teardownPlane is the plane of the k-th DISCONNECT (k from 0): the up
+// proven planes first, plane 0 leading, then the down ones, in turn.
+func (c *Conn) teardownPlane(k int) uint8 {
+	pl := &c.planes
+	if pl.n < 2 {
+		return 0
+	}
+	s := &c.snd
+	var order [MaxPlanes]uint8
+	m := 0
+	for _, down := range [2]bool{false, true} {
+		for _, p := range pl.list[:pl.n] {
+			if s.proven(p) && s.planeDown[p] == down {
+				order[m] = p
+				m++
+			}
+		}
+	}
+	return order[k%m] // m >= 1: plane 0 is always proven
+}
+
+// fromTeardownPeer reports whether a DISCONNECT_ACK from from may speak
+// for c: the peer's plane-0 address, or its address on a proven plane.
+func (c *Conn) fromTeardownPeer(from netip.Addr) bool {
+	p, ok := c.peerPlane(from)
+	return ok && c.snd.proven(p)
+}
+
+// connOfPeer finds the connection whose peer has id peerID and sends
+// from from: its plane-0 address (byPeer) or its address on a proven
+// plane (byPlane).
+func (e *Endpoint) connOfPeer(from netip.Addr, peerID uint32) *Conn {
+	k := peerKey{from, peerID}
+	if c := e.byPeer[k]; c != nil {
+		return c
+	}
+	return e.byPlane[k]
 }

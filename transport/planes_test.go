@@ -38,12 +38,19 @@ type planeNet struct {
 	// reviveOnTimeout: the dead planes answer again from the first
 	// retransmission timeout of endpoint 0 on.
 	reviveOnTimeout bool
-	sent            [2][MaxPlanes]int
-	probe           [2][MaxPlanes]int
-	conn            [2][][]byte
-	cq              [2][]Completion
-	buf             []byte
-	cqBuf           []Completion
+	// reroute[i][p]: what endpoint i sends on plane p leaves on plane 0
+	// instead, from its plane-0 address (a host whose routing sends a
+	// port's traffic out of another).
+	reroute [2][MaxPlanes]bool
+	// mute[i][p]: what endpoint i sends on plane p is lost (a port that
+	// receives but cannot send).
+	mute  [2][MaxPlanes]bool
+	sent  [2][MaxPlanes]int
+	probe [2][MaxPlanes]int
+	conn  [2][][]byte
+	cq    [2][]Completion
+	buf   []byte
+	cqBuf []Completion
 }
 
 // ppkt is a packet in flight on a plane.
@@ -139,8 +146,13 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	}
 	switch {
 	case p.Class == wire.ClassConn:
-		if pl != 0 {
-			n.tb.Fatalf("conn packet %v on plane %d", p.Conn().Opcode(), pl)
+		switch op := p.Conn().Opcode(); {
+		case pl == 0:
+		case op == wire.OpDisconnect || op == wire.OpDisconnectAck || op == wire.OpReset:
+			// An established connection's teardown may leave plane 0
+			// (§7.7, §7.9); replies leave on the plane they answer.
+		default:
+			n.tb.Fatalf("conn packet %v on plane %d", op, pl)
 		}
 		n.conn[from] = append(n.conn[from], append([]byte(nil), pkt...))
 	case p.Class == wire.ClassData && p.Data().Opcode() == wire.OpProbe:
@@ -151,7 +163,10 @@ func (n *planeNet) send(from int, d Datagram, pkt []byte) {
 	if n.reviveOnTimeout && n.eps[0].Stats().Timeouts > 0 {
 		n.dead = [MaxPlanes]bool{}
 	}
-	if n.dead[pl] {
+	if n.reroute[from][pl] {
+		pl = 0
+	}
+	if n.dead[pl] || n.mute[from][pl] {
 		return
 	}
 	// A plane is a FIFO from each sender: when its extra delay ends,
@@ -193,7 +208,7 @@ func (n *planeNet) step(until Time) bool {
 	n.now = max(n.now, next)
 	if n.now >= n.frozen && len(n.held) > 0 {
 		for _, p := range n.held {
-			n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][p.plane], p.port, false, p.b)
+			n.eps[p.to].ReceiveOn(n.now, 0, uint8(p.plane), n.addrs[p.from][p.plane], p.port, false, p.b)
 		}
 		n.held = n.held[:0]
 	}
@@ -205,7 +220,7 @@ func (n *planeNet) step(until Time) bool {
 			continue
 		}
 		pl := p.plane
-		n.eps[p.to].ReceivePort(n.now, n.addrs[p.from][pl], p.port, false, p.b)
+		n.eps[p.to].ReceiveOn(n.now, 0, uint8(pl), n.addrs[p.from][pl], p.port, false, p.b)
 	}
 	for i, ep := range n.eps {
 		if i == 1 && n.now < n.frozen {

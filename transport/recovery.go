@@ -717,7 +717,7 @@ func (c *Conn) buildKeepalive(now Time, buf []byte) (int, int) {
 		}
 	}
 	for i := range s.paths {
-		if s.room(&s.paths[i]) {
+		if s.proven(s.paths[i].plane) && s.room(&s.paths[i]) {
 			return c.putProbe(now, buf, i, false), i
 		}
 	}

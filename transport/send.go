@@ -87,6 +87,10 @@ type sender struct {
 	// (planeHealth, §8.7.4).
 	planeDown   [MaxPlanes]bool
 	planeDownAt [MaxPlanes]Time
+	// planeUnproven: the planes (other than 0) the peer has not yet
+	// answered on from its address there (§7.9, planes.go): down, and
+	// never used for data, until it does.
+	planeUnproven [MaxPlanes]bool
 
 	nextPSN wire.PSN
 	una     wire.PSN // oldest PSN not acked

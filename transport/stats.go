@@ -47,7 +47,12 @@ type Stats struct {
 	PathsSuspected, PathsRestored             uint64
 	// PlanesDown and PlanesUp count a connection's planes going down
 	// (every path on the plane suspect) and coming back (§8.7.4).
-	PlanesDown, PlanesUp                    uint64
+	PlanesDown, PlanesUp uint64
+	// PlanesUnproven counts a connection's planes other than plane 0,
+	// which start unproven (§7.9), PlanesProven those the peer then
+	// answered on; the difference, less connections gone, is the planes
+	// whose announced address never answered.
+	PlanesUnproven, PlanesProven            uint64
 	PathsRetired                            uint64 // entropy values replaced (repaths)
 	PathTimeouts, PathsSlow                 uint64
 	ProbesSent, ProbesReceived              uint64

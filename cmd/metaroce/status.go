@@ -260,7 +260,7 @@ func writePaths(out io.Writer, s *telemetry.Snapshot) {
 
 // writePlanes prints the planes of a connection over several (docs/spec.md
 // §7.9): the peer's address on each, its active paths, and whether it is
-// down (§8.7.4).
+// down (§8.7.4) or not yet proven (§7.9).
 func writePlanes(out io.Writer, c *telemetry.ConnSnapshot) {
 	if len(c.Planes) == 0 {
 		return
@@ -271,6 +271,9 @@ func writePlanes(out io.Writer, c *telemetry.ConnSnapshot) {
 		st, down := "up", "-"
 		if p.Down {
 			st, down = "DOWN", durStr(p.DownFor)
+		}
+		if p.Unproven {
+			st = "UNPROVEN" // its address never answered (§7.9)
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d/%d\t%s\n", p.Plane, p.Peer, st, p.ActivePaths, p.Paths, down)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/telemetry"
 	"github.com/metaroce/metaroce/transport"
 )
@@ -23,6 +24,12 @@ func (d *Daemon) telemetryEngines() []telemetry.Engine {
 	out := make([]telemetry.Engine, len(d.engines))
 	for i, en := range d.engines {
 		out[i] = telemetry.Engine{Iface: en.iface, Engine: en.e, AFXDP: en.afx, UDP: en.udp, XDP: en.prog}
+		if len(en.planes) > 1 {
+			for _, p := range en.planes {
+				out[i].Planes = append(out[i].Planes, telemetry.PlaneLink{Plane: p.plane, Iface: p.iface, AFXDP: p.afx, UDP: p.udp})
+			}
+			out[i].Mux, _ = en.link.(*dataplane.PlaneLink)
+		}
 	}
 	return out
 }
