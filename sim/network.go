@@ -41,6 +41,10 @@ type LinkConfig struct {
 	// impairments: scenario faults such as a blackholed stream or a cut
 	// link at a given time. It must not keep pkt.
 	Drop func(now Time, pkt []byte) bool
+	// Hold, if set, gives every packet carried an extra delay: a host
+	// that holds what it sends (its engine descheduled, say), which the
+	// transport's timestamps cannot see. It must not keep pkt.
+	Hold func(now Time, pkt []byte) time.Duration
 }
 
 // LinkStats counts what a link did.
@@ -373,6 +377,9 @@ func (l *Link) carry(n *Network, from, dst int32, bi int32, size int, port uint1
 	}
 	l.Stats.Carried += uint64(size + WireOverhead)
 	at := t + Time(c.Delay)
+	if c.Hold != nil {
+		at += Time(c.Hold(n.now, n.bufs[bi][:size]))
+	}
 	if c.Reorder > 0 && n.rng.Float64() < c.Reorder {
 		l.Stats.Reordered++
 		at += Time(n.rng.Int64N(int64(c.ReorderDelay) + 1))

@@ -70,6 +70,9 @@ type Endpoint struct {
 	// hsRTT smooths the round trips of every connection's handshake
 	// (§8.4): the first CONNECT interval of new connections (§7.3).
 	hsRTT rttEstimator
+	// dataRTT smooths every connection's data round trips: the floor of a
+	// young connection's RTO and tail probe timeout (rtt.go, youngSamples).
+	dataRTT rttEstimator
 	// blind: connections whose CONNECT schedule began before hsRTT had
 	// a sample (handshake.go, sampleHandshakeRTT).
 	blind []*Conn
@@ -133,6 +136,7 @@ func NewEndpoint(cfg Config, local netip.Addr) (*Endpoint, error) {
 	e.replyLimit.init(e.cfg.ResetRate, key)
 	e.initialPSN = func() wire.PSN { return wire.PSN(e.rng.Uint32()) }
 	e.hsRTT.init(&e.cfg)
+	e.dataRTT.init(&e.cfg)
 	if cfg.RateHint == RateHintFair {
 		fs, err := congestion.NewFairShare(congestion.FairShareConfig{LineRate: cfg.LineRateBps,
 			MaxSenders: min(cfg.MaxConns, 1024), DemandAware: true})
@@ -247,6 +251,7 @@ func (c *Conn) establish(now Time, peerWindow uint32, peerMsgWindow uint16, peer
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
 	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64(), take(&c.ep.spareSend))
+	c.snd.rto = c.rtoNow()
 	for i := range c.snd.paths {
 		c.snd.paths[i].plane = c.pathPlane(i) // §8.7.1, §7.9
 	}

@@ -46,6 +46,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 			rtt, fabric = 0, 0
 		} else {
 			s.rtt.sample(rtt)
+			c.ep.dataRTT.sample(rtt)
 			s.sampleFabric(rtt, fabric)
 		}
 		if rtt > 0 {
@@ -76,7 +77,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if progress {
 		c.frtoDecide(now)
 		s.timeouts = 0
-		s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
+		s.rto = c.rtoNow()
 		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
@@ -702,7 +703,7 @@ func (c *Conn) responseProgress(now Time) {
 		return // the timer runs for our own data, and its acks restart it
 	}
 	s.timeouts = 0
-	s.rto = s.rtt.rto(c.ep.cfg.InitialRTO)
+	s.rto = c.rtoNow()
 	s.rtoDeadline = now + Time(s.rto)
 }
 
