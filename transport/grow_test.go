@@ -3,7 +3,6 @@ package transport_test
 import (
 	"bytes"
 	"errors"
-	"net/netip"
 	"runtime"
 	"testing"
 	"time"
@@ -107,26 +106,10 @@ func TestTablesGrowToTheirWindows(t *testing.T) {
 func TestConnectionMemoryFollowsUse(t *testing.T) {
 	const n = 200
 	p := newPair(t, transport.Config{}, sim.DefaultLink, 1<<16)
-	var conns []*transport.Conn
-	p.a.OnCompletion = func(now sim.Time, c transport.Completion) {
-		if c.Op == transport.OpConnected {
-			conns = append(conns, c.Conn)
-		}
-		p.cqA = append(p.cqA, c)
-	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	for range n {
-		if _, err := p.a.EP.Connect(p.net.Now(), netip.MustParseAddr("10.0.0.2"), 1, transport.NewMemoryTable()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p.a.Kick()
-	p.runUntil(5*time.Second, func() bool { return len(conns) == n })
-	if len(conns) != n {
-		t.Fatalf("%d of %d connected", len(conns), n)
-	}
+	conns := p.connectMany(n)
 	src := pattern(64, 3)
 	for i, c := range conns {
 		if err := c.PostWrite(&transport.WorkRequest{WRID: uint64(i), Local: src, RemoteAddr: regionAddr + uint64(i)*64, RKey: p.key}); err != nil {

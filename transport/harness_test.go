@@ -84,6 +84,34 @@ func (p *pair) connect() {
 	}
 }
 
+// connectMany opens n more connections from A to B's service and returns
+// them in the order they came up.
+func (p *pair) connectMany(n int) []*transport.Conn {
+	p.t.Helper()
+	var conns []*transport.Conn
+	prev := p.onA
+	defer func() { p.onA = prev }()
+	p.onA = func(now sim.Time, c transport.Completion) {
+		if c.Op == transport.OpConnected {
+			conns = append(conns, c.Conn)
+		}
+		if prev != nil {
+			prev(now, c)
+		}
+	}
+	for range n {
+		if _, err := p.a.EP.Connect(p.net.Now(), p.b.Addr, 1, transport.NewMemoryTable()); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	p.a.Kick()
+	p.runUntil(5*time.Second, func() bool { return len(conns) == n })
+	if len(conns) != n {
+		p.t.Fatalf("%d of %d connected", len(conns), n)
+	}
+	return conns
+}
+
 // runUntil runs the network for at most d of virtual time or until cond.
 func (p *pair) runUntil(d time.Duration, cond func() bool) {
 	p.net.Run(p.net.Now()+sim.Time(d), cond)

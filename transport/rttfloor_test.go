@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
@@ -30,26 +29,13 @@ func TestYoungConnectionsTakeTheEndpointsRTT(t *testing.T) {
 	}
 	cfg := transport.Config{Congestion: transport.CongestionNone}
 	p := newPair(t, cfg, link, 1<<20)
-	var conns []*transport.Conn
 	writes := 0
-	p.a.OnCompletion = func(now sim.Time, c transport.Completion) {
-		switch {
-		case c.Op == transport.OpConnected:
-			conns = append(conns, c.Conn)
-		case c.Op == transport.OpWrite && c.Status == transport.StatusOK:
+	p.onA = func(now sim.Time, c transport.Completion) {
+		if c.Op == transport.OpWrite && c.Status == transport.StatusOK {
 			writes++
 		}
 	}
-	for range n {
-		if _, err := p.a.EP.Connect(p.net.Now(), netip.MustParseAddr("10.0.0.2"), 1, transport.NewMemoryTable()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p.a.Kick()
-	p.runUntil(5*time.Second, func() bool { return len(conns) == n })
-	if len(conns) != n {
-		t.Fatalf("%d of %d connected", len(conns), n)
-	}
+	conns := p.connectMany(n)
 	src := pattern(1400, 9)
 	before := *p.a.EP.Stats()
 	posted := 0
