@@ -666,6 +666,9 @@ func (s *sender) checkBounds() error {
 	if d := int(s.una.Distance(s.nextPSN)); d < 0 || d > len(s.pkts) {
 		return fmt.Errorf("%d PSNs outstanding with %d records", d, len(s.pkts))
 	}
+	if d := s.repairNext.Distance(s.repairEnd); d < 0 || int(d) > s.window {
+		return fmt.Errorf("%d repair voids queued with a window of %d", d, s.window)
+	}
 	if s.inflight > int(s.una.Distance(s.nextPSN)) {
 		return fmt.Errorf("%d in flight of %d outstanding", s.inflight, s.una.Distance(s.nextPSN))
 	}

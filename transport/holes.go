@@ -135,12 +135,15 @@ func (c *Conn) proveHole(now Time, cum wire.PSN, echo uint64, force bool) {
 	if !force && s.repairAt != 0 && now-s.repairAt < Time(s.rto) {
 		// Repaired within an RTO: the voids may still be on their way,
 		// and their own acks prove the hole until the last one lands.
-		// Only PSNs past that repair are news.
+		// Only PSNs past that repair are news. Those still queued stay,
+		// but none before cum, which the receiver says it has: so the
+		// queue never spans more than a window, whatever CumPSNs (a
+		// mutated one far behind, then an honest one) come in between.
 		if !s.repairEnd.Before(end) {
 			return
 		}
-		if !s.repairing() && s.repairNext.Before(cum) {
-			s.repairNext = cum // the voids before repairEnd are out
+		if s.repairNext.Before(cum) {
+			s.repairNext = cum
 		}
 		s.repairEnd = end
 	} else {

@@ -243,6 +243,29 @@ func TestHoleRepairRateLimited(t *testing.T) {
 	}
 }
 
+// TestHoleRepairQueueBounded: a proof from a CumPSN far behind (a mutated
+// ack's) queues a window of voids; an honest proof within the RTO that
+// follows, while those still wait, must not stretch the queue from the
+// first CumPSN to the second's window: it would hold millions of voids.
+// (Found by FuzzConnection: a queue of 6 million voids, sent one by one.)
+func TestHoleRepairQueueBounded(t *testing.T) {
+	l := newTLink(t, Config{}, 1<<16)
+	l.connect()
+	a := l.conns[0]
+	l.postImms(0, 1, 2, 3)
+	l.run(Time(time.Millisecond), func() bool { return l.done(0, OpWrite) == 4 })
+	l.run(Time(time.Millisecond), nil)
+	una, now := a.snd.una, l.now
+	a.proveHole(now, una-1_000_000, uint64(now), false)
+	a.proveHole(now+1, una-2, uint64(now), false)
+	if d := a.snd.repairNext.Distance(a.snd.repairEnd); d <= 0 || int(d) > a.snd.window {
+		t.Fatalf("repair queue [%v, %v): %d voids, want 1 to the window, %d", a.snd.repairNext, a.snd.repairEnd, d, a.snd.window)
+	}
+	if a.snd.repairNext != una-2 || a.snd.repairEnd != una {
+		t.Errorf("repair queue [%v, %v), want [%v, %v)", a.snd.repairNext, a.snd.repairEnd, una-2, una)
+	}
+}
+
 // TestHoleProofNoAllocs: an ack that proves a hole, and the repair voids
 // it queues, allocate nothing (the ring of una marks is a fixed array).
 func TestHoleProofNoAllocs(t *testing.T) {
