@@ -53,10 +53,10 @@ import (
 // comes, gives no RTT sample, is never in flight, never lost, never timed
 // and never counted for or against the path. If it is lost, the next
 // proving ack repairs again. Repairs are rate-limited: within an RTO of
-// a repair only PSNs past its end are voided, so the acks of the repair's
-// own voids, which keep proving the rest of the hole until the last void
-// lands, and a stream of forged acks, each send at most a send window of
-// voids per RTO. The exception is NACK SEQUENCE (§8.8): a go-back-N
+// a repair only PSNs past its end are voided, so neither the acks of the
+// repair's own voids, which keep proving the rest of the hole until the
+// last void lands, nor a stream of forged acks draws more than a send
+// window of voids per RTO (plus what was sent meanwhile). The exception is NACK SEQUENCE (§8.8): a go-back-N
 // receiver drops every void behind a lost one, sends its SEQUENCE NACK
 // once per CumPSN and nothing more, so only its NACK can ask again.
 
