@@ -162,4 +162,42 @@ var senderCases = []Case{
 			c.credit = 0
 			c.readResponses(rd.h.MsgID, 8*256, true)
 		}},
+	{ID: "sender-hole-repair", Clause: "8.10", Also: []string{"8.3.1", "13"}, Needs: NeedMemory,
+		Title: "after an ack whose CumPSN covered a response we lack, the ack of a later response proves the hole: the target voids the PSN with a zero-field WRITE (flags 0x0007), and only once",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			d := c.readStart(32)
+			// Acknowledge the response without keeping it, as a forged
+			// ack does (§13): the target now holds PSN d delivered.
+			h := wire.AckHeader{DstConn: c.Peer, CumPSN: d.PSN() + 1, PathID: d.PathID(), PathAckSeq: d.PathSeq(),
+				Credit: suiteRecvWindow}
+			h.Sack[0] = 1
+			t.send(wire.AppendAck(nil, &h), sendOpts{sport: entropyBase + d.PathID()})
+			c.sync()
+			// A second response, sent after the target's una passed d:
+			// our honest ack of it carries CumPSN d and echoes it.
+			d2 := c.readStart(32)
+			c.record(d2)
+			t.check(c.cum == d.PSN(), "our CumPSN %s, want the hole %s", hex32(uint32(c.cum)), hex32(uint32(d.PSN())))
+			c.ackPath(d2.PathID())
+			isVoid := func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().PSN() == d.PSN() && r.pkt.Data().Flags()&wire.FlagVoid != 0
+			}
+			v := t.expect("a repair void of the PSN our CumPSN names", isVoid).pkt.Data()
+			t.check(v.Flags() == wire.FlagVoid|wire.FlagRetx|wire.FlagAckReq, "repair void flags %#04x, want 0x0007", v.Flags())
+			t.check(v.Opcode() == wire.OpWrite, "repair void opcode %v, want WRITE", v.Opcode())
+			t.check(v.Stream() == 0 && v.MsgID() == 0 && v.StreamSeq() == 0 && v.Offset() == 0 && v.MsgLen() == 0 &&
+				v.RemoteAddr() == 0 && v.RKey() == 0 && v.Imm() == 0 && v.PayloadLen() == 0,
+				"repair void fields: stream %d msg %d seq %d offset %d len %d addr %#x rkey %#x imm %#x payload %d; want all zero",
+				v.Stream(), v.MsgID(), v.StreamSeq(), v.Offset(), v.MsgLen(), v.RemoteAddr(), v.RKey(), v.Imm(), v.PayloadLen())
+			c.record(v)
+			c.ackPath(v.PathID())
+			t.check(c.cum == d2.PSN()+1, "our CumPSN %s after the void, want %s", hex32(uint32(c.cum)), hex32(uint32(d2.PSN()+1)))
+			t.none("a second repair void once our CumPSN passed the hole", isVoid)
+			// The target goes on: a third READ is served and acknowledged.
+			d3 := c.readStart(32)
+			t.check(d3.PSN() == d2.PSN()+1, "next response PSN %s, want %s", hex32(uint32(d3.PSN())), hex32(uint32(d2.PSN()+1)))
+			c.record(d3)
+			c.ackPath(d3.PathID())
+		}},
 }

@@ -205,6 +205,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, rnrWaits, t.RNRWaits, l...)
 	counter(ch, voidSent, t.VoidSent, l...)
 	counter(ch, voidReceived, t.VoidReceived, l...)
+	counter(ch, holesRepaired, t.HolesRepaired, l...)
+	counter(ch, repairVoidsSent, t.RepairVoidsSent, l...)
 	counter(ch, pathsSuspected, t.PathsSuspected, l...)
 	counter(ch, pathsRestored, t.PathsRestored, l...)
 	counter(ch, planesDown, t.PlanesDown, l...)

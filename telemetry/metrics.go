@@ -85,6 +85,8 @@ var (
 	rnrWaits          = desc("rnr_waits_total", "Waits after a receiver-not-ready NACK.", eng...)
 	voidSent          = desc("void_sent_total", "VOID packets sent (PSNs abandoned after a failing NACK).", eng...)
 	voidReceived      = desc("void_received_total", "VOID packets received.", eng...)
+	holesRepaired     = desc("holes_repaired_total", "Holes a peer's ack proved (PSNs held delivered after a forged ack that the peer lacks) and voided (spec §8.10).", eng...)
+	repairVoidsSent   = desc("repair_voids_sent_total", "VOID packets sent to repair such holes.", eng...)
 	pathsSuspected    = desc("paths_suspected_total", "Paths that became suspect (losses, timeout or slowness).", eng...)
 	pathsRestored     = desc("paths_restored_total", "Suspect paths restored by answered probes.", eng...)
 	planesDown        = desc("planes_down_total", "Connections' planes that went down: every path on the plane suspect.", eng...)

@@ -666,6 +666,9 @@ func (s *sender) checkBounds() error {
 	if d := int(s.una.Distance(s.nextPSN)); d < 0 || d > len(s.pkts) {
 		return fmt.Errorf("%d PSNs outstanding with %d records", d, len(s.pkts))
 	}
+	if d := s.repairNext.Distance(s.repairEnd); d < 0 || int(d) > s.window {
+		return fmt.Errorf("%d repair voids queued with a window of %d", d, s.window)
+	}
 	if s.inflight > int(s.una.Distance(s.nextPSN)) {
 		return fmt.Errorf("%d in flight of %d outstanding", s.inflight, s.una.Distance(s.nextPSN))
 	}
@@ -723,9 +726,10 @@ func (z *fz) honestEnd() {
 // §9.1 lost positions): each side that is still established sends
 // WRITE_IMM markers on every stream, and the peer must see one of each
 // stream's take effect (its completion reports it), unless the connection
-// ends or the sender was made to forget PSNs the receiver lacks (§14 K19,
-// below). While nothing was forged it also requires every SEND that
-// completed at its sender to have completed its receive buffer.
+// ends: a sender made to forget PSNs the receiver lacks (a forged CumPSN
+// or SACK) must have proven and repaired the hole (§8.10). While nothing
+// was forged it also requires every SEND that completed at its sender to
+// have completed its receive buffer.
 func (z *fz) streamsRecover() {
 	var posted [2]bool
 	for i := range 2 {
@@ -776,14 +780,6 @@ func (z *fz) streamsRecover() {
 	}
 	for i := range 2 {
 		if !posted[i] || z.conn(i) == nil || z.conn(1-i) == nil {
-			continue
-		}
-		if z.conn(i).snd.una.After(z.conn(1 - i).rcv.cum) {
-			// A forged CumPSN or SACK (or a forged packet on a path
-			// sequence a genuine one then used) made the sender take as
-			// delivered PSNs the receiver never got: the hole can never
-			// fill, and the stream behind it cannot take effect. Not
-			// recoverable in protocol version 1 (§13, §14 K19).
 			continue
 		}
 		for st := range 4 {

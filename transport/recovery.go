@@ -29,6 +29,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
+	c.proveHole(now, cum, a.EchoTimestamp(), false) // holes.go
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
 		// peer got it, and its ack was held (frtoDecide).
@@ -67,6 +68,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		progress = true
 	}
 	c.advanceUna()
+	c.noteUna(now)
 	if s.cc != nil && (s.ackedBytes > 0 || rtt > 0) {
 		marked := int(a.CECount()) * c.maxPayload
 		s.cc.OnAck(int64(now), congestion.AckSample{Bytes: s.ackedBytes, RTT: fabric, MinRTT: s.fabric.min,
@@ -385,10 +387,15 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 		if cum.After(s.nextPSN) {
 			return
 		}
+		// A go-back-N receiver says where it stands once per CumPSN,
+		// and drops every void behind a lost one: this NACK is the only
+		// request a lost repair void gets, so it is not rate-limited.
+		c.proveHole(now, cum, n.EchoTimestamp(), true)
 		for s.una.Before(cum) {
 			c.ackPSN(s.una)
 			c.advanceUna()
 		}
+		c.noteUna(now)
 		for psn := s.una; psn != s.nextPSN; psn++ {
 			if r := &s.pkts[uint32(psn)&s.pktMask]; r.state == psInflight {
 				c.loseTransmission(now, int(r.path), r.pseq)
@@ -401,6 +408,11 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 			c.advanceOldest(&s.paths[pi])
 		}
 		return
+	}
+	// A NACK carries the receiver's CumPSN and the refused transmission's
+	// Timestamp, so it proves a hole as an ack does (holes.go).
+	if !n.CumPSN().After(s.nextPSN) {
+		c.proveHole(now, n.CumPSN(), n.EchoTimestamp(), false)
 	}
 	psn := n.PSN()
 	if psn.Before(s.una) || !psn.Before(s.nextPSN) {
@@ -845,6 +857,7 @@ func (s *sender) flush(c *Conn, st Status) {
 	s.rtoDeadline, s.lossDeadline, s.rnrDeadline, s.tlpDeadline = 0, 0, 0, 0
 	s.frtoAt, s.frtoDeadline = 0, 0
 	s.ringWait = false
+	s.repairNext = s.repairEnd
 	s.segQ = ringU32{buf: s.segQ.buf, mask: s.segQ.mask}
 	s.retxQ = ringU32{buf: s.retxQ.buf, mask: s.retxQ.mask}
 }

@@ -174,6 +174,15 @@ type sender struct {
 	// last one was sent (armRingTimer).
 	ringWait bool
 	inflight int // PSNs in psInflight
+	// Hole repair (holes.go): marks of where una stood when (a ring,
+	// newest at markHead; markOpen is when that slot was opened), and
+	// the PSNs [repairNext, repairEnd) still to void, of a repair made
+	// at repairAt.
+	marks                 [unaMarks]unaMark
+	markHead, markN       int
+	markOpen              Time
+	repairNext, repairEnd wire.PSN
+	repairAt              Time
 	// Congestion control (congestion/): nil for "none". The window bounds
 	// payload bytes in flight; the pacer spaces packets at its rate.
 	cc            congestion.Controller
@@ -310,7 +319,7 @@ func (s *sender) windowOpen() bool {
 }
 
 func (s *sender) hasData() bool {
-	if !s.retxQ.empty() {
+	if !s.retxQ.empty() || s.repairing() {
 		return true
 	}
 	return !s.segQ.empty() && s.windowOpen()
@@ -324,6 +333,11 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 		// Paced: nothing leaves before the pacer's release time.
 		s.paceTimer = s.nextTx
 		return 0, 0
+	}
+	if s.repairing() {
+		// A proven hole stalls the receiver's CumPSN, and with it every
+		// stream behind it: its voids go first (holes.go).
+		return c.buildRepair(now, buf)
 	}
 	for !s.retxQ.empty() {
 		psn := wire.PSN(s.retxQ.peek())

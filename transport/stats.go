@@ -44,7 +44,12 @@ type Stats struct {
 	SpuriousTimeouts                          uint64    // first expiries of a silence that an ack of an older transmission proved a pause, not loss (§8.4)
 	RNRWaits                                  uint64
 	VoidSent, VoidReceived                    uint64 // PSNs abandoned after a failing NACK (§6.3)
-	PathsSuspected, PathsRestored             uint64
+	// HolesRepaired counts holes an ack or NACK proved (PSNs the sender
+	// held delivered that the receiver lacks, after a forgery) and the
+	// repairs queued for them; RepairVoidsSent the void packets sent
+	// (§8.10).
+	HolesRepaired, RepairVoidsSent uint64
+	PathsSuspected, PathsRestored  uint64
 	// PlanesDown and PlanesUp count a connection's planes going down
 	// (every path on the plane suspect) and coming back (§8.7.4).
 	PlanesDown, PlanesUp uint64

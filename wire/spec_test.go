@@ -259,6 +259,10 @@ func specVectors() []specVector {
 		{name: "accept-planes", title: "ACCEPT from a host of two planes",
 			note: "B, with a second port on plane 1 (10.1.0.2), accepts: PlaneAddrs 1. Both ends then spray over planes 0 and 1 only; C's planes 2 and 3 are not used on this connection (§7.9).",
 			conn: specPlaneAccept()},
+		{name: "write-void-repair", title: "WRITE, repair void",
+			note: "A forged ack had covered PSN 0x9e3779c7, which B never got. B's ack of a packet A sent after its una passed 0x9e3779c8 carries CumPSN 0x9e3779c7: a hole. A voids the PSN without its message, which it has forgotten: a WRITE with VOID, RETX and ACK_REQ, a new PathID, PathSeq and Timestamp, and every other field zero; B consumes the PSN and its CumPSN moves on (§8.10, §8.2).",
+			data: &wire.DataHeader{Opcode: wire.OpWrite, Flags: wire.FlagVoid | wire.FlagRetx | wire.FlagAckReq, DstConn: specConnB,
+				PSN: specPSNA + 14, PathID: 3, PathSeq: 90, Timestamp: specTSA + 900_000}},
 	}
 	for i := range vs {
 		if d := vs[i].data; d != nil {
