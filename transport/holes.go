@@ -119,12 +119,19 @@ func (s *sender) unaBefore(te Time) (wire.PSN, bool) {
 func (c *Conn) proveHole(now Time, cum wire.PSN, echo uint64, force bool) {
 	s := &c.snd
 	te := Time(echo)
-	if !cum.Before(s.una) || te == 0 || te > now {
-		return // the usual ack: nothing it could prove
+	if !cum.Before(s.una) {
+		s.holeAsk = false // the usual ack: the receiver has all before una
+		return
+	}
+	if te == 0 || te > now {
+		return
 	}
 	u, ok := s.unaBefore(te)
 	if !ok || !cum.Before(u) {
-		return // a late ack, generated before una passed cum
+		// A late ack, generated before una passed cum, or a hole that
+		// needs a fresher echo to be proven (askHole).
+		s.holeAsk = true
+		return
 	}
 	// The receiver takes PSNs up to its window from its CumPSN; the rest
 	// of a wider hole is proven again once these are consumed.
@@ -151,6 +158,24 @@ func (c *Conn) proveHole(now Time, cum wire.PSN, echo uint64, force bool) {
 		s.repairNext, s.repairEnd = cum, end
 	}
 	c.ep.stats.HolesRepaired++
+	c.ep.markReady(c)
+}
+
+// askHole sends a PROBE when an ack behind una could not be judged and
+// nothing is in flight (§8.10 "Asking"): no later ack would come to judge
+// it, and the probe's ack echoes a transmission newer than every mark.
+// At most one per RTO; a lost probe leaves the question to the
+// keepalive.
+func (c *Conn) askHole(now Time) {
+	s := &c.snd
+	if !s.holeAsk || s.inflight > 0 || s.repairing() {
+		return
+	}
+	if s.holeAskAt != 0 && now-s.holeAskAt < Time(s.rto) {
+		return
+	}
+	s.holeAsk, s.holeAskAt = false, now
+	s.keepalive = true // buildKeepalive writes the PROBE
 	c.ep.markReady(c)
 }
 

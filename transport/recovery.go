@@ -69,6 +69,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	}
 	c.advanceUna()
 	c.noteUna(now)
+	c.askHole(now) // holes.go
 	if s.cc != nil && (s.ackedBytes > 0 || rtt > 0) {
 		marked := int(a.CECount()) * c.maxPayload
 		s.cc.OnAck(int64(now), congestion.AckSample{Bytes: s.ackedBytes, RTT: fabric, MinRTT: s.fabric.min,

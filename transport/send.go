@@ -183,6 +183,10 @@ type sender struct {
 	markOpen              Time
 	repairNext, repairEnd wire.PSN
 	repairAt              Time
+	// holeAsk: an ack behind una could not be judged since the last
+	// probe askHole sent (at holeAskAt).
+	holeAsk   bool
+	holeAskAt Time
 	// Congestion control (congestion/): nil for "none". The window bounds
 	// payload bytes in flight; the pacer spaces packets at its rate.
 	cc            congestion.Controller
