@@ -34,29 +34,29 @@ func (l *burstLink) SubmitTx(batch []dataplane.TxPacket) error {
 	return l.Link.SubmitTx(batch)
 }
 
-// TestFlushLeavesRoomToReceive: an engine owing hundreds of packets (a
-// window's worth of a bulk WRITE, or thousands of connections' timeouts
-// at once) hands at most MaxFlush of them to the link before it reads its
-// RX ring again. Writing them all first held the ring unread for
-// milliseconds, and the acks that arrived meanwhile overflowed it.
-func TestFlushLeavesRoomToReceive(t *testing.T) {
-	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	ma, mb := dataplane.NewMemPair(a, b, 2048, 0, 1)
-	la := &burstLink{Link: ma}
-	cfg := transport.Config{Congestion: transport.CongestionNone, SendWindow: 512}
+// writeOver runs internal/gentest's writer on an engine over la (address
+// a) against its target on an engine over lb (address gc.Peer), both
+// endpoints with cfg, until the writer is done, and fails t unless every
+// message completed. started, if set, sees the engines before they run.
+func writeOver(t *testing.T, a netip.Addr, la, lb dataplane.Link, cfg transport.Config, gc gentest.Config, started func(ea, eb *dataplane.Engine)) {
+	t.Helper()
 	epA, err := transport.NewEndpoint(cfg, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epB, _ := transport.NewEndpoint(cfg, b)
-	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 5, Peer: b, Messages: 100, Streams: 2}
+	epB, err := transport.NewEndpoint(cfg, gc.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w, err := gentest.NewWriter(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt := gentest.NewTarget(gc, epB)
 	ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
-	eb := dataplane.NewEngine(dataplane.EngineConfig{}, mb, epB, tgt)
+	eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, gentest.NewTarget(gc, epB))
+	if started != nil {
+		started(ea, eb)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan error, 2)
@@ -74,6 +74,20 @@ func TestFlushLeavesRoomToReceive(t *testing.T) {
 	if res.Err != "" || res.Completed != gc.Messages {
 		t.Fatalf("writer: %+v", res)
 	}
+}
+
+// TestFlushLeavesRoomToReceive: an engine owing hundreds of packets (a
+// window's worth of a bulk WRITE, or thousands of connections' timeouts
+// at once) hands at most MaxFlush of them to the link before it reads its
+// RX ring again. Writing them all first held the ring unread for
+// milliseconds, and the acks that arrived meanwhile overflowed it.
+func TestFlushLeavesRoomToReceive(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	ma, mb := dataplane.NewMemPair(a, b, 2048, 0, 1)
+	la := &burstLink{Link: ma}
+	cfg := transport.Config{Congestion: transport.CongestionNone, SendWindow: 512}
+	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 5, Peer: b, Messages: 100, Streams: 2}
+	writeOver(t, a, la, mb, cfg, gc, nil)
 	t.Logf("%d packets sent, at most %d between two receives", la.total, la.most)
 	if la.total < 1000 {
 		t.Fatalf("only %d packets sent", la.total)

@@ -1,7 +1,6 @@
 package dataplane_test
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -103,38 +102,11 @@ func TestTimestampsAtHandoff(t *testing.T) {
 	la := &stampLink{Link: ma, got: map[uint64]transport.Time{}}
 	lb := &stampLink{Link: mb, got: map[uint64]transport.Time{}}
 	cfg := transport.Config{Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
-	epA, err := transport.NewEndpoint(cfg, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	epB, _ := transport.NewEndpoint(cfg, b)
 	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 3, Peer: b, Messages: 300, Streams: 2}
-	w, err := gentest.NewWriter(gc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := gentest.NewTarget(gc, epB)
-	ea := dataplane.NewEngine(dataplane.EngineConfig{}, la, epA, w)
-	eb := dataplane.NewEngine(dataplane.EngineConfig{}, lb, epB, tgt)
-	la.eng.Store(ea)
-	lb.eng.Store(eb)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errs := make(chan error, 2)
-	go func() { errs <- ea.Run(ctx) }()
-	go func() { errs <- eb.Run(ctx) }()
-	var res gentest.Result
-	select {
-	case res = <-w.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("writer did not finish in 60s")
-	}
-	cancel()
-	<-errs
-	<-errs
-	if res.Err != "" || res.Completed != gc.Messages {
-		t.Fatalf("writer: %+v", res)
-	}
+	writeOver(t, a, la, lb, cfg, gc, func(ea, eb *dataplane.Engine) {
+		la.eng.Store(ea)
+		lb.eng.Store(eb)
+	})
 	lags := la.lags
 	if len(lags) < 1000 {
 		t.Fatalf("%d data packets seen", len(lags))

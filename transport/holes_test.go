@@ -228,9 +228,10 @@ func TestHoleRepairFalseProofHarmless(t *testing.T) {
 	}
 }
 
-// TestHoleRepairRateLimited: a burst of forged acks that each prove the
-// same hole gets one repair per RTO, not one per ack.
-func TestHoleRepairRateLimited(t *testing.T) {
+// fourDelivered connects a link's two ends and delivers four WRITE_IMMs
+// from end 0 (PSNs p to p+3), then lets both idle a millisecond.
+func fourDelivered(t *testing.T) (*tlink, *Conn, wire.PSN) {
+	t.Helper()
 	l := newTLink(t, Config{}, 1<<16)
 	l.connect()
 	a := l.conns[0]
@@ -238,6 +239,13 @@ func TestHoleRepairRateLimited(t *testing.T) {
 	l.postImms(0, 1, 2, 3)
 	l.run(Time(time.Millisecond), func() bool { return l.done(0, OpWrite) == 4 })
 	l.run(Time(time.Millisecond), nil)
+	return l, a, p
+}
+
+// TestHoleRepairRateLimited: a burst of forged acks that each prove the
+// same hole gets one repair per RTO, not one per ack.
+func TestHoleRepairRateLimited(t *testing.T) {
+	l, a, p := fourDelivered(t)
 	l.postImms(4)
 	l.flush()
 	for i := range 50 {
@@ -256,12 +264,7 @@ func TestHoleRepairRateLimited(t *testing.T) {
 // first CumPSN to the second's window: it would hold millions of voids.
 // (Found by FuzzConnection: a queue of 6 million voids, sent one by one.)
 func TestHoleRepairQueueBounded(t *testing.T) {
-	l := newTLink(t, Config{}, 1<<16)
-	l.connect()
-	a := l.conns[0]
-	l.postImms(0, 1, 2, 3)
-	l.run(Time(time.Millisecond), func() bool { return l.done(0, OpWrite) == 4 })
-	l.run(Time(time.Millisecond), nil)
+	l, a, _ := fourDelivered(t)
 	una, now := a.snd.una, l.now
 	a.proveHole(now, una-1_000_000, uint64(now), false)
 	a.proveHole(now+1, una-2, uint64(now), false)
@@ -276,13 +279,7 @@ func TestHoleRepairQueueBounded(t *testing.T) {
 // TestHoleProofNoAllocs: an ack that proves a hole, and the repair voids
 // it queues, allocate nothing (the ring of una marks is a fixed array).
 func TestHoleProofNoAllocs(t *testing.T) {
-	l := newTLink(t, Config{}, 1<<16)
-	l.connect()
-	a := l.conns[0]
-	p := a.snd.nextPSN
-	l.postImms(0, 1, 2, 3)
-	l.run(Time(time.Millisecond), func() bool { return l.done(0, OpWrite) == 4 })
-	l.run(Time(time.Millisecond), nil)
+	l, a, p := fourDelivered(t)
 	l.postImms(4)
 	l.flush()
 	pid := uint16(a.snd.lastPath)

@@ -85,8 +85,8 @@ func (c *Conn) pto() Duration {
 		return s.rto
 	}
 	srtt := s.rtt.srtt
-	if s.rtt.n < youngSamples && c.ep.dataRTT.have {
-		srtt = max(srtt, c.ep.dataRTT.srtt) // young: rtoNow
+	if c.young() {
+		srtt = max(srtt, c.ep.dataRTT.srtt) // rtoNow
 	}
 	return min(max(2*srtt+c.ep.cfg.AckDelay, c.ep.cfg.MinPathTimeout), s.rto)
 }
@@ -118,8 +118,13 @@ const youngSamples = 8
 func (c *Conn) rtoNow() Duration {
 	s := &c.snd
 	r := s.rtt.rto(c.ep.cfg.InitialRTO)
-	if s.rtt.n < youngSamples && c.ep.dataRTT.have {
+	if c.young() {
 		r = max(r, c.ep.dataRTT.rto(c.ep.cfg.InitialRTO))
 	}
 	return r
 }
+
+// young reports whether the connection's timers take the endpoint's
+// round trips as their floor: it has fewer than youngSamples of its own,
+// and the endpoint has some.
+func (c *Conn) young() bool { return c.snd.rtt.n < youngSamples && c.ep.dataRTT.have }

@@ -456,7 +456,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 			s.nextTx = max(s.nextTx, now) + Time(float64((int(r.n)+wire.DataLen+wire.TrailerLen)*8)*1e9/float64(rate))
 		}
 	}
-	if s.rtt.n < youngSamples {
+	if c.young() {
 		// The endpoint's round trips may have grown since this
 		// connection's RTO was last set (rtoNow); backoff is kept.
 		s.rto = max(s.rto, c.rtoNow())
