@@ -586,6 +586,11 @@ func TestPauseIsNotLoss(t *testing.T) {
 		t.Fatalf("a pause of 1.5 RTOs: %d timeouts, %d found a pause, %d lost at the expiry and %d after; want 1, 1, the oldest PSN, and no sweep",
 			st.Timeouts, st.SpuriousTimeouts, atExpiry-before, st.LostDetected-atExpiry)
 	}
+	// Nor does the controller take the pause for a timeout: its window
+	// did not collapse to one packet.
+	if cs := c.snd.cc.State(); cs.Timeouts != 0 {
+		t.Fatalf("the controller was told of %d timeouts for a pause (window %d bytes)", cs.Timeouts, cs.Window)
+	}
 
 	// Everything in flight dropped, and the tail probe with it; the
 	// planes answer again from the expiry on, so only what it sends
@@ -600,6 +605,10 @@ func TestPauseIsNotLoss(t *testing.T) {
 	t.Logf("everything dropped: %d timeouts (%d found a pause), %d lost at the expiry, %d more half an RTO later", st.Timeouts, st.SpuriousTimeouts, atExpiry, st.LostDetected-atExpiry)
 	if st.Timeouts != 1 || st.SpuriousTimeouts != 0 || st.LostDetected <= atExpiry+16 {
 		t.Fatalf("after a loss of everything: %d timeouts, %d found a pause, lost %d then %d more; want the sweep on the acks of what the expiry sent", st.Timeouts, st.SpuriousTimeouts, atExpiry, st.LostDetected-atExpiry)
+	}
+	// A silence the acks call loss reaches the controller as a timeout.
+	if cs := c.snd.cc.State(); cs.Timeouts != 1 {
+		t.Fatalf("the controller was told of %d timeouts after a loss of everything, want 1", cs.Timeouts)
 	}
 	finish(n, src)
 }

@@ -355,7 +355,7 @@ func (c *Conn) loseTransmission(now Time, pid int, seq uint32) {
 	r.state = psLost
 	s.inflight--
 	s.inflightBytes -= int(r.n)
-	if s.cc != nil {
+	if s.cc != nil && !s.unjudged {
 		s.cc.OnLoss(int64(now), int(r.n))
 	}
 	s.retxQ.push(uint32(psn))
@@ -528,8 +528,12 @@ func (c *Conn) senderTimer(now Time) {
 		}
 	}
 	if s.frtoDeadline != 0 && now >= s.frtoDeadline {
-		// No ack echoed a transmission older than the expiry: loss.
+		// No ack echoed a transmission older than the expiry: loss,
+		// and the controller now hears of the timeout it was spared.
 		s.frtoAt, s.frtoDeadline = 0, 0
+		if s.cc != nil {
+			s.cc.OnTimeout(int64(now))
+		}
 		c.timeoutSweep(now)
 	}
 	if s.lossDeadline != 0 && now >= s.lossDeadline {
@@ -586,9 +590,6 @@ func (c *Conn) senderTimer(now Time) {
 			s.timeouts++
 			c.stats.Timeouts++
 			c.ep.stats.Timeouts++
-			if s.cc != nil {
-				s.cc.OnTimeout(int64(now))
-			}
 			if s.timeouts > cfg.MaxRetries {
 				c.fail(StatusRetryExceeded, errRetries)
 				return
@@ -598,13 +599,22 @@ func (c *Conn) senderTimer(now Time) {
 			// The first expiry of a silence resends the oldest PSN
 			// alone and lets the next ack say whether the silence was
 			// loss (onAck, frtoDecide); a second expiry sweeps (§8.4).
+			// The controller hears of neither the timeout nor that
+			// PSN's loss until the acks say loss (senderTimer): told
+			// at once, it collapsed its window to one packet at every
+			// pause of a host's engine, and the pause, proven by the
+			// next ack, left it there (Eifel's response, RFC 4015,
+			// undoes that; not doing it needs no undo).
 			s.frtoAt, s.frtoDeadline = now, 0
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
-				s.sweeping = true
+				s.sweeping, s.unjudged = true, true
 				c.loseTransmission(now, int(r.path), r.pseq)
-				s.sweeping = false
+				s.sweeping, s.unjudged = false, false
 			}
 		} else {
+			if !answered && s.cc != nil {
+				s.cc.OnTimeout(int64(now))
+			}
 			s.frtoAt, s.frtoDeadline = 0, 0
 			c.timeoutSweep(now)
 		}

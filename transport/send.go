@@ -138,6 +138,10 @@ type sender struct {
 	// sweeping: the retransmission timeout is declaring losses, which
 	// are no evidence against a path (recovery.go, senderTimer).
 	sweeping bool
+	// unjudged: the loss being declared is the first expiry's resend of
+	// the oldest PSN, which the controller hears of only if the acks
+	// call the silence loss (§8.4, senderTimer).
+	unjudged bool
 	// frtoAt is when the first expiry of a silence resent the oldest PSN
 	// alone (0: no verdict waits), and frtoDeadline when it is settled
 	// as loss unless an ack echoes something older first (recovery.go,
