@@ -97,6 +97,8 @@ func TestChildProcess(t *testing.T) {
 		if err := echo(req.Consumer(), rep.Producer(), bell, bell, n); err != nil {
 			t.Fatal(err)
 		}
+	case "yield":
+		yieldChild() // switch_bench_test.go; runs until killed
 	default:
 		t.Fatalf("unknown role %q", role)
 	}

@@ -61,6 +61,16 @@ type EngineStatus struct {
 	RxPackets uint64             `json:"rx_packets"`
 	TxPackets uint64             `json:"tx_packets"`
 	Sleeps    uint64             `json:"sleeps"`
+	// Iterations, Yields and YieldStalls say how the engine spent its
+	// idle time (dataplane.EngineStats): a round trip whose engines
+	// slept or stalled in yields paid a thread wake-up for it.
+	Iterations  uint64 `json:"iterations"`
+	Yields      uint64 `json:"yields"`
+	YieldStalls uint64 `json:"yield_stalls"`
+	// BusyNanos and IdleNanos split the engine's time between iterations
+	// that found work and those that did not (sleeping included).
+	BusyNanos uint64 `json:"busy_ns"`
+	IdleNanos uint64 `json:"idle_ns"`
 	// Planes: the engine's part of each plane, for an engine over
 	// several (plane_interfaces).
 	Planes []PlaneStatus `json:"planes,omitempty"`
@@ -166,7 +176,9 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 		for _, en := range d.engines {
 			st := EngineStatus{Iface: en.iface, Local: en.local.String(), Link: en.link.Info(),
 				RxPackets: en.e.Stats.RxPackets.Load(), TxPackets: en.e.Stats.TxPackets.Load(),
-				Sleeps: en.e.Stats.Sleeps.Load()}
+				Sleeps: en.e.Stats.Sleeps.Load(), Iterations: en.e.Stats.Iterations.Load(),
+				Yields: en.e.Stats.Yields.Load(), YieldStalls: en.e.Stats.YieldStalls.Load(),
+				BusyNanos: en.e.Stats.BusyNanos.Load(), IdleNanos: en.e.Stats.IdleNanos.Load()}
 			if err := en.e.Do(ctx, func(transport.Time) {
 				st.Transport = *en.ep.Stats()
 				st.Conns = en.ep.Conns()

@@ -117,6 +117,15 @@ func TestMultiQueueDaemons(t *testing.T) {
 		t.Fatalf("engines %+v", st.Engines)
 	}
 	writeVerified(t, ctx, ca.path, cb.path, s.Hosts[1].IPv4, 1, 512, 65536)
+	// Status says how the engine that carried it spent its time.
+	st, err = ca.Do(Request{Op: "status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := st.Engines[1]; e.TxPackets == 0 || e.Iterations == 0 || e.BusyNanos == 0 || e.IdleNanos == 0 {
+		t.Fatalf("second engine after the transfer: %d packets sent, %d iterations, busy %d ns, idle %d ns",
+			e.TxPackets, e.Iterations, e.BusyNanos, e.IdleNanos)
+	}
 	// Telemetry sees both engines, each answering its own snapshot.
 	if err := ca.Watch(WatchParams{Count: 1}, func(s *telemetry.Snapshot) error {
 		if len(s.Engines) != 2 || !s.Engines[0].Responsive || !s.Engines[1].Responsive || s.Engines[1].Queue != 1 {

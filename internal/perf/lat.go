@@ -3,6 +3,7 @@ package perf
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/metaroce/metaroce/client"
@@ -24,6 +25,12 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (R
 	var v verdict
 	q := s.qps[0]
 	lat := make([]float64, 0, o.iters)
+	// acked: from each post to its own completion (the peer's ack of the
+	// message, delivered by our engine), a hop breakdown of the round
+	// trip: the round trip less it is about the server's two hops
+	// between its engine and its application.
+	acked := make([]float64, 0, o.iters)
+	posted := make([]time.Time, o.iters)
 	var cq [4]client.Completion
 	out, in := s.slot(0, 0, size), s.slot(0, 1, size)
 	want := newPatterns(o.seed, 1, 1, size).slot(0, 0)
@@ -35,6 +42,7 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (R
 		}
 		stamp(out, uint64(i))
 		t0 := time.Now()
+		posted[i] = t0
 		var err error
 		if o.test == "write-lat" {
 			err = q.PostWriteImm(uint64(i), s.mr, 0, size, peer.RAddr, peer.Key, uint32(i))
@@ -54,6 +62,10 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (R
 				if err := c.Err(); err != nil {
 					return Row{}, v, fmt.Errorf("perf: %s %d: %w", c.Op, c.WRID, err)
 				}
+				if (c.Op == client.CompWrite || c.Op == client.CompSend) && c.WRID <= uint64(i) {
+					// Possibly an earlier message's, acked after its echo.
+					acked = append(acked, float64(time.Since(posted[c.WRID]))/1e3)
+				}
 				if c.Op == client.CompRecvWriteImm || c.Op == client.CompRecv {
 					if c.Bytes != size || (c.Op == client.CompRecvWriteImm && c.Imm != uint32(i)) {
 						return Row{}, v, fmt.Errorf("perf: answer %d: %d bytes imm %d", i, c.Bytes, c.Imm)
@@ -69,7 +81,13 @@ func ping(ctx context.Context, o perfOpts, s *setup, peer perfInfo, size int) (R
 			v.Corrupt++
 		}
 	}
-	return latRow(size, lat), v, nil
+	r := latRow(size, lat)
+	if len(acked) > 0 {
+		slices.Sort(acked)
+		r.AckRTTP50us = round3(acked[len(acked)/2])
+		r.AckRTTP99us = round3(acked[min(len(acked)-1, len(acked)*99/100)])
+	}
+	return r, v, nil
 }
 
 // pong is the server half: check each message where it landed and echo

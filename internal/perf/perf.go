@@ -89,6 +89,13 @@ type Row struct {
 	// (perftest's convention); these are the whole round trip measured.
 	RTTP50us float64 `json:"rtt_p50_us,omitempty"`
 	RTTP99us float64 `json:"rtt_p99_us,omitempty"`
+	// AckRTTP50us and AckRTTP99us (latency tests, client) are from each
+	// post to that message's own completion: our engine takes the work
+	// request, the peer's engine acknowledges the message, ours delivers
+	// the completion. The round trip less it is about the peer
+	// application's two hops (its completion, its answer's post).
+	AckRTTP50us float64 `json:"ack_rtt_p50_us,omitempty"`
+	AckRTTP99us float64 `json:"ack_rtt_p99_us,omitempty"`
 }
 
 // Result is a run's report (-json).
