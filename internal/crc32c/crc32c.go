@@ -45,10 +45,10 @@ var foldConsts = [14]uint64{
 // (unreflected) bit order.
 const poly = 0x1EDC6F41
 
-// k returns x^(8·bytes) mod P, bit-reflected and shifted left by one: the
-// multiplier for bytes/8 = D+4 or D-4, where D is a fold distance in bytes
-// (see the package doc for why ±32 bits).
-func k(bytes int) uint64 { return uint64(bits.Reverse32(xpow(8*bytes))) << 1 }
+// k returns x^(8·n) mod P, bit-reflected and shifted left by one.
+// foldConsts calls it with n = D+4 and D-4 for a fold over D bytes, which
+// gives the package doc's x^(8D+32) and x^(8D-32).
+func k(n int) uint64 { return uint64(bits.Reverse32(xpow(8*n))) << 1 }
 
 // xpow returns x^e mod P in normal bit order.
 func xpow(e int) uint32 {
