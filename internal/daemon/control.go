@@ -226,13 +226,22 @@ type Client struct {
 }
 
 // Dial connects to the control socket at path, retrying until timeout
-// (a daemon that was just started may not listen yet).
+// (a daemon that was just started may not listen yet), and returns once
+// the daemon has answered a hello: from then on the connection is one of
+// its sessions. (Without the round trip, a connection accepted but not
+// yet served is no session, and a caller counting sessions next, through
+// another connection, would find one fewer.)
 func Dial(path string, timeout time.Duration) (*Client, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		c, err := proto.Dial(path)
 		if err == nil {
-			return &Client{c: c, path: path}, nil
+			cl := &Client{c: c, path: path}
+			if _, err := cl.Do(Request{Op: proto.OpHello}); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("control socket %s: hello: %w", path, err)
+			}
+			return cl, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("control socket %s: %w", path, err)

@@ -213,3 +213,32 @@ func TestNoGenerator(t *testing.T) {
 		}
 	}
 }
+
+// TestDialedIsASession: a Client that Dial returned is a session the
+// daemon counts, whatever order the daemon serves connections in, so a
+// count taken through another connection right after sees every one
+// (TestPerfProcessesAndKill's baseline once missed one: a connection
+// accepted but not yet served).
+func TestDialedIsASession(t *testing.T) {
+	s := testnet.NewStar(t, 2, testnet.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before the cleanups that wait for the daemon
+	first := startDaemonQueues(t, ctx, s.Hosts[0], config.BackendUDP, []int{0})
+	for i := range 20 {
+		c, err := Dial(first.path, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		app := apptest.Dial(t, first.path)
+		n, err := app.Daemon()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first client, i+1 dialed here, and this application's
+		// own, with every earlier application's still open.
+		if want := 1 + (i + 1) + (i + 1); n.Sessions != want {
+			t.Fatalf("after %d dials: %d sessions, want %d", i+1, n.Sessions, want)
+		}
+	}
+}
