@@ -525,10 +525,10 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	h.Put(buf)
 	if gather != nil {
 		gatherAt(buf[wire.DataLen:wire.DataLen+plen], gather, r.off)
+		wire.Seal(buf[:n])
 	} else {
-		copy(buf[wire.DataLen:], payload)
+		wire.SealCopy(buf[:n], wire.DataLen, payload)
 	}
-	wire.Seal(buf[:n])
 	c.stats.DataSent++
 	c.stats.BytesSent += uint64(plen)
 	c.ep.stats.DataSent++

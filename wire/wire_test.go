@@ -161,6 +161,33 @@ func TestChecksum(t *testing.T) {
 	}
 }
 
+// TestSealCopy: a data packet sealed as its payload is copied in is the
+// packet copy then Seal make, byte for byte, for payloads short and long
+// (the folding path starts at 128 bytes).
+func TestSealCopy(t *testing.T) {
+	h := wire.DataHeader{Opcode: wire.OpWrite, PSN: 7, PathID: 3, MsgLen: 9000, Timestamp: 12345}
+	for _, n := range []int{0, 1, 100, 127, 128, 1400, 1401, 8900} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*31 + n)
+		}
+		h.PayloadLen = uint16(n)
+		want := make([]byte, wire.DataLen+n+wire.TrailerLen)
+		h.Put(want)
+		copy(want[wire.DataLen:], payload)
+		wire.Seal(want)
+		got := make([]byte, len(want))
+		h.Put(got)
+		wire.SealCopy(got, wire.DataLen, payload)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d-byte payload: SealCopy's packet differs from copy then Seal", n)
+		}
+		if _, err := wire.Parse(got); err != nil {
+			t.Fatalf("%d-byte payload: %v", n, err)
+		}
+	}
+}
+
 func TestPrefixLayout(t *testing.T) {
 	for _, op := range allOps() {
 		pkt := validPacket(op)
@@ -278,11 +305,15 @@ func TestNoAllocs(t *testing.T) {
 		"Parse nack":    func() { p, _ := wire.Parse(nack); sink += uint64(p.Nack().Reason()) },
 		"Parse conn":    func() { p, _ := wire.Parse(conn); sink += uint64(len(p.Conn().Cookie())) },
 		"Put+Seal data": func() { h.Put(buf); wire.Seal(buf) },
-		"Put ack":       func() { ah.Put(buf) },
-		"Put nack":      func() { nh.Put(buf) },
-		"Put conn":      func() { ch.Put(buf) },
-		"AppendData":    func() { scratch = wire.AppendData(scratch[:0], &h, payload[:100]) },
-		"AppendAck":     func() { scratch = wire.AppendAck(scratch[:0], &ah) },
+		"Put+SealCopy data": func() {
+			h.Put(buf)
+			wire.SealCopy(buf, wire.DataLen, buf[wire.DataLen:len(buf)-wire.TrailerLen])
+		},
+		"Put ack":    func() { ah.Put(buf) },
+		"Put nack":   func() { nh.Put(buf) },
+		"Put conn":   func() { ch.Put(buf) },
+		"AppendData": func() { scratch = wire.AppendData(scratch[:0], &h, payload[:100]) },
+		"AppendAck":  func() { scratch = wire.AppendAck(scratch[:0], &ah) },
 		"Decode data": func() {
 			var got wire.DataHeader
 			got.Decode(wire.Data(data))

@@ -26,8 +26,29 @@ func Update(crc uint32, p []byte) uint32 {
 	n := len(p) &^ 15
 	// hash/crc32's register is inverted before and after; fold works on
 	// the register itself.
-	c := fold(^crc, &p[0], n)
+	c := fold(^crc, nil, 0, nil, &p[0], n)
 	return crc32.Update(^c, table, p[n:])
+}
+
+// CopyAfter copies src into pkt after its first hdr bytes and returns the
+// CRC32C of pkt[:hdr+len(src)], header and copy together, as copy then
+// Checksum would. Where the folding path runs it reads each byte once: the
+// first 64-byte block is the header joined to src's first bytes by masked
+// loads, and the rest of src is folded as it is stored into pkt (BenchmarkCopyAfter).
+// pkt must hold hdr+len(src) bytes.
+func CopyAfter(pkt []byte, hdr int, src []byte) uint32 {
+	end := hdr + len(src)
+	if end > len(pkt) || hdr < 0 {
+		panic("crc32c: CopyAfter: the packet is shorter than header and payload")
+	}
+	if !useFold || hdr == 0 || hdr > 64 || end < minFold {
+		copy(pkt[hdr:], src)
+		return crc32.Update(0, table, pkt[:end])
+	}
+	n := end &^ 15 // header and payload folded; the rest is the tail
+	c := fold(^uint32(0), &pkt[0], ^uint64(0)>>(64-hdr), &pkt[hdr], &src[0], n)
+	copy(pkt[n:end], src[n-hdr:])
+	return crc32.Update(^c, table, pkt[n:end])
 }
 
 // foldConsts holds the multipliers the assembly reads, in the order it

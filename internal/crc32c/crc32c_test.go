@@ -1,7 +1,9 @@
 package crc32c
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -111,10 +113,67 @@ func clmul(a, b uint64) (hi, lo uint64) {
 	return hi, lo
 }
 
+// checkCopy runs CopyAfter with hdr bytes of header before src, at an
+// offset in a poisoned buffer, and fails unless the CRC is that of header
+// and src together, the copy is exact, the header is untouched, and no
+// byte after the copy changed.
+func checkCopy(t *testing.T, header, src []byte, off int) {
+	t.Helper()
+	const guard = 80 // more than a 64-byte store could overrun
+	buf := make([]byte, off+len(header)+len(src)+guard)
+	for i := range buf {
+		buf[i] = 0xa5
+	}
+	pkt := buf[off:]
+	copy(pkt, header)
+	whole := append(append([]byte(nil), header...), src...)
+	if got, want := CopyAfter(pkt, len(header), src), reference(0, whole); got != want {
+		t.Fatalf("CopyAfter(%d-byte header, %d bytes, offset %d) = %#x, want %#x", len(header), len(src), off, got, want)
+	}
+	if !bytes.Equal(pkt[:len(whole)], whole) {
+		t.Fatalf("%d-byte header, %d bytes, offset %d: the packet differs", len(header), len(src), off)
+	}
+	for i, b := range buf {
+		if (i < off || i >= off+len(whole)) && b != 0xa5 {
+			t.Fatalf("%d-byte header, %d bytes, offset %d: byte %d outside the packet changed", len(header), len(src), off, i-off)
+		}
+	}
+}
+
+// TestCopyAfter: headers of every length to 80 bytes (beyond the 64 the
+// fold takes whole), every payload length to 4 KiB, packet and payload
+// at different alignments, and long payloads, give the packet's CRC, an
+// exact packet, and nothing written beyond it.
+func TestCopyAfter(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	src := make([]byte, 64<<10+64)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for n := 0; n <= 4096; n++ {
+		h := n % 81
+		checkCopy(t, src[1000:1000+h], src[n%64:n%64+n], (n*7)%64)
+	}
+	for h := 0; h <= 80; h++ {
+		for _, n := range []int{0, 1, 63, 64, 127, 128, 191, 192, 193, 1400, 9000, 64 << 10} {
+			checkCopy(t, src[2000:2000+h], src[h%64:h%64+n], 63-h%64)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a packet shorter than header and payload did not panic")
+		}
+	}()
+	CopyAfter(make([]byte, 70), 60, src[:11])
+}
+
 func TestUpdateAllocatesNothing(t *testing.T) {
-	p := make([]byte, 1464)
+	p, q := make([]byte, 1464), make([]byte, 1464)
 	if n := testing.AllocsPerRun(100, func() { Update(0, p) }); n != 0 {
 		t.Fatalf("%v allocations per Update", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { CopyAfter(q, 60, p[:1400]) }); n != 0 {
+		t.Fatalf("%v allocations per CopyAfter", n)
 	}
 }
 
@@ -129,6 +188,9 @@ func FuzzUpdate(f *testing.F) {
 		copy(q, p)
 		if got, want := Update(crc, q), reference(crc, q); got != want {
 			t.Fatalf("Update(%#x, %d bytes) = %#x, want %#x", crc, len(q), got, want)
+		}
+		if len(q) >= 60 {
+			checkCopy(t, q[:int(off)%61], q[int(off)%61:], int(off/64))
 		}
 	})
 }
@@ -151,3 +213,24 @@ func BenchmarkUpdate8964(b *testing.B)     { benchmark(b, 8964, Update) }
 func BenchmarkHashCRC32_64(b *testing.B)   { benchmark(b, 64, reference) }
 func BenchmarkHashCRC32_1464(b *testing.B) { benchmark(b, 1464, reference) }
 func BenchmarkHashCRC32_8964(b *testing.B) { benchmark(b, 8964, reference) }
+
+// BenchmarkCopyAfter is a sender's 60-byte header and payload made into a
+// packet with its CRC, in one pass and as copy then Checksum.
+func BenchmarkCopyAfter(b *testing.B) {
+	for _, n := range []int{1400, 8900} {
+		src, pkt := make([]byte, n), make([]byte, 60+n)
+		b.Run(fmt.Sprintf("fused/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				sink = CopyAfter(pkt, 60, src)
+			}
+		})
+		b.Run(fmt.Sprintf("copy+checksum/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				copy(pkt[60:], src)
+				sink = Checksum(pkt)
+			}
+		})
+	}
+}

@@ -27,5 +27,12 @@
 // unreflected CRC register c over message M equals the CRC from zero over M
 // with c added into its first four bytes.
 //
+// CopyAfter is the sender's variant: the payload is folded as it is
+// copied into the frame after its header (the fold's loads are stored as
+// well), and the header, already in the frame, joins the payload's first
+// bytes in the first 64-byte block through AVX-512 byte-masked loads, whose
+// masked-off bytes are neither read nor able to fault. One pass over the
+// payload instead of a copy and a second pass to checksum it.
+//
 // Other CPUs, and buffers under 128 bytes, take hash/crc32.
 package crc32c
