@@ -61,6 +61,9 @@ type DemoResult struct {
 	SwitchDropped    uint64  `json:"switch_dropped"`
 	Retransmitted    uint64  `json:"packets_retransmitted"`
 	PacketsSent      uint64  `json:"packets_sent"`
+	// AcksReceived is the acks and NACKs that came back to the sender:
+	// each is a packet the hosts' kernels carry too.
+	AcksReceived uint64 `json:"acks_received"`
 	// What became of the retransmitted packets, to tell loss from
 	// spurious retransmission on a link the switch did not drop on: the
 	// sender's retransmissions of data the receiver had (its acks said so
@@ -340,6 +343,10 @@ func countersAfter(res *DemoResult, status func() (*daemon.Response, error), dro
 	default:
 		res.Retransmitted = st.Engines[0].Transport.DataRetransmitted
 		res.PacketsSent = st.Engines[0].Transport.DataSent
+		res.AcksReceived = st.Engines[0].Transport.AcksReceived
+		for _, n := range st.Engines[0].Transport.NacksReceived {
+			res.AcksReceived += n
+		}
 	}
 	n, err := dropped()
 	if err != nil {
