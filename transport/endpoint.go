@@ -251,7 +251,7 @@ func (c *Conn) establish(now Time, peerWindow uint32, peerMsgWindow uint16, peer
 	c.msgWindow = min(cfg.MsgWindow, int(peerMsgWindow))
 	c.maxPayload = min(cfg.MaxPayload(), int(peerPayload))
 	c.snd.init(cfg, c.sendWindow, c.msgWindow, c.ep.entropy, c.ep.rng.Uint64(), take(&c.ep.spareSend))
-	c.snd.rto = c.rtoNow()
+	c.snd.rto = c.rtoNow(now)
 	for i := range c.snd.paths {
 		c.snd.paths[i].plane = c.pathPlane(i) // §8.7.1, §7.9
 	}

@@ -120,7 +120,7 @@ func (c *Conn) handshakeRTT(now Time) {
 	s := &c.snd
 	if c.acceptSends == 1 && !s.rtt.have && now > c.acceptAt {
 		s.rtt.bound = Duration(now - c.acceptAt)
-		s.rto = c.rtoNow()
+		s.rto = c.rtoNow(now)
 		if s.rtoDeadline != 0 {
 			s.rtoDeadline = min(s.rtoDeadline, now+Time(s.rto))
 		}
@@ -231,7 +231,7 @@ func (e *Endpoint) onConn(now Time, from netip.Addr, p wire.Conn) {
 		if Time(p.Timestamp()) == c.connectAt && !c.snd.rtt.have {
 			rtt := Duration(now - c.connectAt)
 			c.snd.rtt.sampleHandshake(rtt)
-			c.snd.rto = c.rtoNow()
+			c.snd.rto = c.rtoNow(now)
 			e.sampleHandshakeRTT(now, rtt)
 			c.ctlRTO = e.ctlRTO(&c.snd.rtt)
 			c.ctlDeadline = now + Time(c.ctlRTO)

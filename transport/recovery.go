@@ -33,7 +33,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
 		// peer got it, and its ack was held (frtoDecide).
-		c.frtoPause()
+		c.frtoPause(now)
 	}
 	var rtt, fabric Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now && s.echoCurrent(p, h, Time(ts)) {
@@ -80,7 +80,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if progress {
 		c.frtoDecide(now)
 		s.timeouts = 0
-		s.rto = c.rtoNow()
+		s.rto = c.rtoNow(now)
 		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
@@ -572,6 +572,7 @@ func (c *Conn) senderTimer(now Time) {
 		}
 	}
 	if s.rtoDeadline != 0 && now >= s.rtoDeadline {
+		started := s.rtoDeadline - Time(s.rto)
 		s.rtoDeadline = 0
 		if s.inflight == 0 && !s.ringWait {
 			c.responseTimeout(now)
@@ -605,7 +606,7 @@ func (c *Conn) senderTimer(now Time) {
 			// pause of a host's engine, and the pause, proven by the
 			// next ack, left it there (Eifel's response, RFC 4015,
 			// undoes that; not doing it needs no undo).
-			s.frtoAt, s.frtoDeadline = now, 0
+			s.frtoAt, s.frtoDeadline, s.frtoFrom = now, 0, started
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 				s.sweeping, s.unjudged = true, true
 				c.loseTransmission(now, int(r.path), r.pseq)
@@ -684,11 +685,16 @@ func (c *Conn) frtoDecide(now Time) {
 	}
 }
 
-// frtoPause settles the first expiry of a silence as a pause.
-func (c *Conn) frtoPause() {
+// frtoPause settles the first expiry of a silence as a pause, proven now:
+// an RTO as long as the time since the timer started would not have
+// fired, and the RTO keeps at least that much from now on, fading (the
+// pause allowance, rtoNow).
+func (c *Conn) frtoPause(now Time) {
 	s := &c.snd
 	c.ep.stats.SpuriousTimeouts++
-	s.frtoAt, s.frtoDeadline = 0, 0
+	s.pausePaused(now, Duration(now-s.frtoFrom))
+	s.frtoAt, s.frtoDeadline, s.frtoFrom = 0, 0, 0
+	s.rto = max(s.rto, c.rtoNow(now))
 }
 
 // responseTimeout is the retransmission timer's expiry while nothing of
@@ -726,7 +732,7 @@ func (c *Conn) responseProgress(now Time) {
 		return // the timer runs for our own data, and its acks restart it
 	}
 	s.timeouts = 0
-	s.rto = c.rtoNow()
+	s.rto = c.rtoNow(now)
 	s.rtoDeadline = now + Time(s.rto)
 }
 

@@ -113,15 +113,45 @@ func (r *rttEstimator) lossDelay(frac float64, initial Duration) Duration {
 // every one spurious, on their handshake sample alone (§8.4).
 const youngSamples = 8
 
-// rtoNow is the connection's RTO (§8.4): its own estimator's, and while it
-// is young at least the endpoint's.
-func (c *Conn) rtoNow() Duration {
+// rtoNow is the connection's RTO (§8.4): its own estimator's, while it is
+// young at least the endpoint's, and at least its pause allowance.
+func (c *Conn) rtoNow(now Time) Duration {
 	s := &c.snd
 	r := s.rtt.rto(c.ep.cfg.InitialRTO)
 	if c.young() {
 		r = max(r, c.ep.dataRTT.rto(c.ep.cfg.InitialRTO))
 	}
-	return r
+	return max(r, min(s.pauseAllowance(now), c.ep.cfg.MaxRTO))
+}
+
+// pauseHalfLife is how fast the pause allowance fades once no silence
+// renews it (§8.4): slowly, as the pauses of a host's engines recur for
+// as long as its cores stay shared, and the tail loss probe and the
+// per-path scans, not the RTO, recover nearly every real loss.
+const pauseHalfLife = Duration(time.Second)
+
+// pausePaused raises the pause allowance to d, a silence the acks proved
+// a pause: from the start of the timer that expired to its proof.
+func (s *sender) pausePaused(now Time, d Duration) {
+	if d > s.pauseAllowance(now) {
+		s.pause, s.pauseAt = d, now
+	}
+}
+
+// pauseAllowance is the allowance at now, halved once per pauseHalfLife
+// since it was raised.
+func (s *sender) pauseAllowance(now Time) Duration {
+	if s.pause == 0 || now <= s.pauseAt {
+		return s.pause
+	}
+	k := (now - s.pauseAt) / Time(pauseHalfLife)
+	if k >= 32 {
+		s.pause = 0
+		return 0
+	}
+	s.pause >>= k
+	s.pauseAt += k * Time(pauseHalfLife)
+	return s.pause
 }
 
 // young reports whether the connection's timers take the endpoint's

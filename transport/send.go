@@ -147,6 +147,14 @@ type sender struct {
 	// as loss unless an ack echoes something older first (recovery.go,
 	// frtoDecide).
 	frtoAt, frtoDeadline Time
+	// frtoFrom is when the timer whose first expiry waits for a verdict
+	// was started: the silence began no later.
+	frtoFrom Time
+	// pause is the pause allowance, the RTO's floor (rtt.go, §8.4): the
+	// longest silence the acks proved a pause, halved each
+	// pauseHalfLife since pauseAt, when it was last raised.
+	pause   Duration
+	pauseAt Time
 
 	rtt         rttEstimator
 	fabric      fabricRTT // the congestion controller's samples (fabric.go)
@@ -463,7 +471,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	if c.young() {
 		// The endpoint's round trips may have grown since this
 		// connection's RTO was last set (rtoNow); backoff is kept.
-		s.rto = max(s.rto, c.rtoNow())
+		s.rto = max(s.rto, c.rtoNow(now))
 	}
 	if !s.tlpFired {
 		s.tlpDeadline = now + Time(c.pto())
