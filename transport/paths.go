@@ -537,9 +537,10 @@ func (c *Conn) mayTimeOut(p *sendPath) bool {
 //
 //   - if that happened on p's own plane, t is overdue once out longer than
 //     the newest transmission acked on the plane took, plus the receiver's
-//     ack hold: the paths of a plane share its queues, so a burst of
-//     queueing delays them alike, but the receiver holds each path's ack
-//     up to AckDelay, and once a burst made the round trip longer than
+//     ack hold (the hold allowance, §8.7.4): the paths of a plane share its
+//     queues, so a burst of queueing delays them alike, but the receiver
+//     holds each path's ack up to AckDelay (a software host's engine, busy
+//     or descheduled, longer), and once a burst made the round trip longer than
 //     timeout (three smoothed RTTs from before it), a packet whose ack was
 //     merely held a little longer than its companion's looked overdue;
 //   - if only on other planes, once out crossPlaneFactor timeouts: each
@@ -552,11 +553,19 @@ func (c *Conn) overdue(p *sendPath, t *txRec, now, timeout Time) bool {
 	if now-t.sent < timeout || s.newestAckedSent < t.sent {
 		return false
 	}
-	hold := c.ep.cfg.AckDelay
+	hold := c.holdAllowance(now)
 	if pl := int(p.plane); pl < MaxPlanes && s.planeAckedSent[pl] >= t.sent {
 		return now-t.sent >= Time(s.planeAckedRTT[pl]+hold)
 	}
 	return now-t.sent >= crossPlaneFactor*timeout
+}
+
+// holdAllowance is how long the receiver may hold an ack (§8.7.4): at
+// least AckDelay, and as long as its acks have shown it to be (a host's
+// engine busy or descheduled), up to the RTO, which judges the silence of
+// every path at once.
+func (c *Conn) holdAllowance(now Time) Duration {
+	return max(c.ep.cfg.AckDelay, min(c.snd.hold.get(now), c.snd.rto))
 }
 
 // crossPlaneFactor: how many path timeouts a transmission must be out

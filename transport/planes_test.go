@@ -207,8 +207,14 @@ func (n *planeNet) step(until Time) bool {
 	}
 	n.now = max(n.now, next)
 	if n.now >= n.frozen && len(n.held) > 0 {
-		for _, p := range n.held {
+		// A host's engine resuming takes its receive ring in batches,
+		// sending what each batch owes before the next: the first acks
+		// answer the oldest packets.
+		for i, p := range n.held {
 			n.eps[p.to].ReceiveOn(n.now, 0, uint8(p.plane), n.addrs[p.from][p.plane], p.port, false, p.b)
+			if i%16 == 15 {
+				n.flush()
+			}
 		}
 		n.held = n.held[:0]
 	}
@@ -613,32 +619,36 @@ func TestPauseIsNotLoss(t *testing.T) {
 	finish(n, src)
 }
 
+// pause pauses the receiver's host for d, runs 100 us past it, and
+// returns the sender's counters.
+func (n *planeNet) pause(d Time) *Stats {
+	n.frozen = n.now + d
+	n.run(d+Time(100*time.Microsecond), nil)
+	return n.eps[0].Stats()
+}
+
 // TestPauseRaisesTheRTO: a pause the acks proved (§8.4) becomes the RTO's
 // floor, so the receiver's next pause of the same length, while data
 // flows, fires no timer and resends nothing; the allowance then halves
-// each pauseHalfLife. (On two shared vCPUs engines are descheduled for
+// each allowanceHalfLife. (On two shared vCPUs engines are descheduled for
 // milliseconds again and again: with an RTO of a few hundred
 // microseconds each pause was a timeout, and 30 of 54 in a lossless demo
 // run swept everything in flight, every resend a duplicate.)
 func TestPauseRaisesTheRTO(t *testing.T) {
 	n, c, src := twoPlanesMidWrite(t)
 	pause := Time(c.snd.rto) * 3 / 2
-	n.frozen = n.now + pause
-	n.run(pause+Time(100*time.Microsecond), nil)
-	st := n.eps[0].Stats()
+	st := n.pause(pause)
 	if st.Timeouts != 1 || st.SpuriousTimeouts != 1 {
 		t.Fatalf("the first pause: %d timeouts, %d found a pause; want 1 and 1", st.Timeouts, st.SpuriousTimeouts)
 	}
-	if a := c.snd.pauseAllowance(n.now); a < Duration(pause) {
+	if a := c.snd.pause.get(n.now); a < Duration(pause) {
 		t.Fatalf("pause allowance %v after a %v pause", a, time.Duration(pause))
 	}
 	if n.doneWrites() == 2 {
 		t.Fatal("the WRITE ended before the second pause")
 	}
 	lost := st.LostDetected
-	n.frozen = n.now + pause
-	n.run(pause+Time(100*time.Microsecond), nil)
-	st = n.eps[0].Stats()
+	st = n.pause(pause)
 	t.Logf("RTO %v after the second pause of %v; %d timeouts, %d more lost", c.snd.rto, time.Duration(pause), st.Timeouts, st.LostDetected-lost)
 	if st.Timeouts != 1 {
 		t.Fatalf("the second pause of %v fired the RTO: %d timeouts", time.Duration(pause), st.Timeouts)
@@ -647,11 +657,88 @@ func TestPauseRaisesTheRTO(t *testing.T) {
 	if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
 		t.Fatal("the WRITE did not complete intact")
 	}
-	a := c.snd.pauseAllowance(n.now)
-	if b := c.snd.pauseAllowance(n.now + 2*Time(pauseHalfLife)); b != a/4 {
+	a := c.snd.pause.get(n.now)
+	if b := c.snd.pause.get(n.now + 2*Time(allowanceHalfLife)); b != a/4 {
 		t.Fatalf("two half-lives later the allowance is %v, want a quarter of %v", b, a)
 	}
-	if b := c.snd.pauseAllowance(n.now + 40*Time(pauseHalfLife)); b != 0 {
+	if b := c.snd.pause.get(n.now + 40*Time(allowanceHalfLife)); b != 0 {
 		t.Fatalf("forty half-lives later the allowance is %v", b)
+	}
+}
+
+// TestLongPauseProvenAfterASweep: a receiver paused past the second
+// expiry with no pause seen before is swept, as a dead route would be
+// (§8.4), but the acks that follow still prove the pause, from the first
+// expiry's timer on, and it becomes the RTO's floor.
+func TestLongPauseProvenAfterASweep(t *testing.T) {
+	n, c, src := twoPlanesMidWrite(t)
+	pause := 4 * Time(c.snd.rto)
+	st := n.pause(pause)
+	if st.Timeouts != 2 {
+		t.Fatalf("a pause of 4 RTOs: %d timeouts, want 2 (the first, and the second that swept)", st.Timeouts)
+	}
+	if a := c.snd.pause.get(n.now); a < Duration(pause) {
+		t.Fatalf("pause allowance %v after a %v pause that was swept", a, time.Duration(pause))
+	}
+	n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
+	if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
+		t.Fatal("the WRITE did not complete intact")
+	}
+}
+
+// TestNoSweepOncePausesSeen: once a connection has seen its hosts pause,
+// a pause that outlasts its RTO floor by far resends only the oldest PSN
+// at each expiry, instead of sweeping everything in flight at the second.
+func TestNoSweepOncePausesSeen(t *testing.T) {
+	n, c, src := twoPlanesMidWrite(t)
+	st := n.pause(Time(c.snd.rto) * 3 / 2)
+	if st.SpuriousTimeouts != 1 || c.snd.pause.get(n.now) == 0 {
+		t.Fatalf("the first pause: %d found a pause, allowance %v", st.SpuriousTimeouts, c.snd.pause.get(n.now))
+	}
+	lost, timeouts, inflight := st.LostDetected, st.Timeouts, c.snd.inflight
+	long := 4 * Time(c.snd.rto)
+	st = n.pause(long)
+	t.Logf("%d in flight, then a pause of %v: %d more timeouts, %d more lost", inflight, time.Duration(long), st.Timeouts-timeouts, st.LostDetected-lost)
+	if st.Timeouts-timeouts < 2 || inflight < 16 {
+		t.Fatalf("the second pause tests nothing: %d expiries, %d in flight", st.Timeouts-timeouts, inflight)
+	}
+	// Each expiry resends the oldest PSN, and path timeouts declare the
+	// tail whose acks the pause caught (TestPauseIsNotLoss): 25 here.
+	// A sweep loses everything in flight and what the expiries resent:
+	// 72.
+	if more := st.LostDetected - lost; more >= uint64(inflight) {
+		t.Fatalf("the second pause lost %d transmissions over %d expiries, with %d in flight: swept", more, st.Timeouts-timeouts, inflight)
+	}
+	n.run(Time(10*time.Second), func() bool { return n.doneWrites() == 2 })
+	if n.doneWrites() != 2 || !bytes.Equal(n.regions[1][1<<20:9<<20], src) {
+		t.Fatal("the WRITE did not complete intact")
+	}
+}
+
+// TestHoldAllowance: the receiver's hold the sender allows for (§8.7.4)
+// follows the longest AckDelay its acks reported, never below the
+// configured AckDelay, never above the RTO, fading by half each second.
+func TestHoldAllowance(t *testing.T) {
+	n, c, _ := twoPlanesMidWrite(t)
+	if got, seen := c.holdAllowance(n.now), c.snd.hold.get(n.now); got != max(c.ep.cfg.AckDelay, seen) || seen > c.snd.rto {
+		t.Fatalf("after a clean transfer: allowance %v, longest hold seen %v, RTO %v", got, seen, c.snd.rto)
+	}
+	now := n.now + Time(time.Millisecond)
+	c.snd.hold = allowance{}
+	if got := c.holdAllowance(now); got != c.ep.cfg.AckDelay {
+		t.Fatalf("no hold seen: allowance %v, want AckDelay %v", got, c.ep.cfg.AckDelay)
+	}
+	c.snd.hold.raise(now, c.snd.rto/2)
+	if got := c.holdAllowance(now); got != c.snd.rto/2 {
+		t.Fatalf("a hold of half the RTO: allowance %v", got)
+	}
+	c.snd.hold.raise(now, 10*c.snd.rto)
+	if got := c.holdAllowance(now); got != c.snd.rto {
+		t.Fatalf("a hold of 10 RTOs: allowance %v, want the RTO %v", got, c.snd.rto)
+	}
+	c.snd.hold = allowance{}
+	c.snd.hold.raise(now, 400*time.Microsecond)
+	if got := c.holdAllowance(now + Time(allowanceHalfLife)); got != max(c.ep.cfg.AckDelay, min(200*time.Microsecond, c.snd.rto)) {
+		t.Fatalf("a second after a hold of 400 us: allowance %v", got)
 	}
 }

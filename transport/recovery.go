@@ -29,11 +29,21 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
+	s.hold.raise(now, Duration(a.AckDelay()))
 	c.proveHole(now, cum, a.EchoTimestamp(), false) // holes.go
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
 		// peer got it, and its ack was held (frtoDecide).
 		c.frtoPause(now)
+	}
+	if ts := Time(a.EchoTimestamp()); s.silenceAt != 0 && ts != 0 && ts < s.silenceAt {
+		// The silence was a pause, even if a second expiry swept it:
+		// an RTO as long as the time since its timer started would not
+		// have fired, and the RTO keeps at least that much from now on,
+		// fading (the pause allowance, rtoNow).
+		s.pause.raise(now, Duration(now-s.silenceFrom))
+		s.silenceAt = 0
+		s.rto = max(s.rto, c.rtoNow(now))
 	}
 	var rtt, fabric Duration
 	if ts := a.EchoTimestamp(); ts != 0 && Time(ts) <= now && s.echoCurrent(p, h, Time(ts)) {
@@ -76,6 +86,9 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 			Marked: min(marked, max(s.ackedBytes, marked)), Path: pid, RateHint: uint64(a.RateHint()) * 1e6,
 			InFlight: s.inflightBytes})
 		s.ackedBytes = 0
+	}
+	if s.silenceAt != 0 && !s.una.Before(s.silenceEnd) {
+		s.silenceAt = 0
 	}
 	if progress {
 		c.frtoDecide(now)
@@ -596,17 +609,28 @@ func (c *Conn) senderTimer(now Time) {
 				return
 			}
 		}
-		if !answered && s.timeouts == 1 && cfg.Mode != ModeRoCEv2 {
+		if !answered && cfg.Mode != ModeRoCEv2 && (s.timeouts == 1 || s.frtoAt != 0 && s.pause.get(now) > 0) {
 			// The first expiry of a silence resends the oldest PSN
 			// alone and lets the next ack say whether the silence was
-			// loss (onAck, frtoDecide); a second expiry sweeps (§8.4).
-			// The controller hears of neither the timeout nor that
-			// PSN's loss until the acks say loss (senderTimer): told
-			// at once, it collapsed its window to one packet at every
-			// pause of a host's engine, and the pause, proven by the
-			// next ack, left it there (Eifel's response, RFC 4015,
-			// undoes that; not doing it needs no undo).
-			s.frtoAt, s.frtoDeadline, s.frtoFrom = now, 0, started
+			// loss (onAck, frtoDecide); so does every later expiry
+			// while no ack has answered, once this connection's hosts
+			// have been seen to pause (§8.4). The controller hears
+			// of neither the timeout nor that PSN's loss until the
+			// acks say loss (senderTimer): told at once, it collapsed
+			// its window to one packet at every pause of a host's
+			// engine, and the pause, proven by the next ack, left it
+			// there (Eifel's response, RFC 4015, undoes that; not
+			// doing it needs no undo). A second expiry that swept
+			// resent everything in flight whenever an engine was
+			// descheduled for over three RTOs: 400 to 900 duplicates at
+			// a time in the star demo. Without pauses seen, it sweeps:
+			// the first expiry's resend may have taken a dead path
+			// again, and a spine failure's all-to-all took three times
+			// as long waiting on the acks' verdict.
+			if s.timeouts == 1 {
+				s.frtoAt, s.frtoDeadline = now, 0
+				s.silenceAt, s.silenceFrom, s.silenceEnd = now, started, s.nextPSN
+			}
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
 				s.sweeping, s.unjudged = true, true
 				c.loseTransmission(now, int(r.path), r.pseq)
@@ -671,7 +695,7 @@ func (c *Conn) timeoutSweep(now Time) {
 // ack was held (the peer's host or ours paused): the transmissions still
 // out are late, not lost, and nothing more is resent (frtoPause). This
 // ack echoed only what was sent since; if no such older echo comes within
-// the receiver's ack hold (a paused receiver answers everything it held
+// the receiver's ack hold (the hold allowance: a paused receiver answers everything it held
 // at once, and the retransmission, sent with ACK_REQ, may be answered
 // first), the silence was loss, and the sweep the expiry held back runs
 // then (senderTimer), a round trip after the expiry rather than a
@@ -681,20 +705,15 @@ func (c *Conn) timeoutSweep(now Time) {
 func (c *Conn) frtoDecide(now Time) {
 	s := &c.snd
 	if s.frtoAt != 0 && s.frtoDeadline == 0 {
-		s.frtoDeadline = now + Time(max(c.ep.cfg.AckDelay, Duration(time.Microsecond)))
+		s.frtoDeadline = now + Time(max(c.holdAllowance(now), Duration(time.Microsecond)))
 	}
 }
 
-// frtoPause settles the first expiry of a silence as a pause, proven now:
-// an RTO as long as the time since the timer started would not have
-// fired, and the RTO keeps at least that much from now on, fading (the
-// pause allowance, rtoNow).
+// frtoPause settles the first expiry of a silence as a pause.
 func (c *Conn) frtoPause(now Time) {
 	s := &c.snd
 	c.ep.stats.SpuriousTimeouts++
-	s.pausePaused(now, Duration(now-s.frtoFrom))
-	s.frtoAt, s.frtoDeadline, s.frtoFrom = 0, 0, 0
-	s.rto = max(s.rto, c.rtoNow(now))
+	s.frtoAt, s.frtoDeadline = 0, 0
 }
 
 // responseTimeout is the retransmission timer's expiry while nothing of

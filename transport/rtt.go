@@ -121,37 +121,43 @@ func (c *Conn) rtoNow(now Time) Duration {
 	if c.young() {
 		r = max(r, c.ep.dataRTT.rto(c.ep.cfg.InitialRTO))
 	}
-	return max(r, min(s.pauseAllowance(now), c.ep.cfg.MaxRTO))
+	return max(r, min(s.pause.get(now), c.ep.cfg.MaxRTO))
 }
 
-// pauseHalfLife is how fast the pause allowance fades once no silence
-// renews it (§8.4): slowly, as the pauses of a host's engines recur for
-// as long as its cores stay shared, and the tail loss probe and the
-// per-path scans, not the RTO, recover nearly every real loss.
-const pauseHalfLife = Duration(time.Second)
+// allowanceHalfLife is how fast the pause and hold allowances fade once
+// nothing renews them (§8.4, §8.7.4): slowly, as the pauses of a host's
+// engines recur for as long as its cores stay shared, and the tail loss
+// probe and the per-path scans, not the timers they widen, recover nearly
+// every real loss.
+const allowanceHalfLife = Duration(time.Second)
 
-// pausePaused raises the pause allowance to d, a silence the acks proved
-// a pause: from the start of the timer that expired to its proof.
-func (s *sender) pausePaused(now Time, d Duration) {
-	if d > s.pauseAllowance(now) {
-		s.pause, s.pauseAt = d, now
+// allowance is the longest of some delay seen, halved once per
+// allowanceHalfLife since it was last raised.
+type allowance struct {
+	v  Duration
+	at Time
+}
+
+// raise makes the allowance d if d is more than it is now.
+func (a *allowance) raise(now Time, d Duration) {
+	if d > a.get(now) {
+		a.v, a.at = d, now
 	}
 }
 
-// pauseAllowance is the allowance at now, halved once per pauseHalfLife
-// since it was raised.
-func (s *sender) pauseAllowance(now Time) Duration {
-	if s.pause == 0 || now <= s.pauseAt {
-		return s.pause
+// get is the allowance at now.
+func (a *allowance) get(now Time) Duration {
+	if a.v == 0 || now-a.at < Time(allowanceHalfLife) {
+		return a.v // no division on every ack
 	}
-	k := (now - s.pauseAt) / Time(pauseHalfLife)
+	k := (now - a.at) / Time(allowanceHalfLife)
 	if k >= 32 {
-		s.pause = 0
+		a.v = 0
 		return 0
 	}
-	s.pause >>= k
-	s.pauseAt += k * Time(pauseHalfLife)
-	return s.pause
+	a.v >>= k
+	a.at += k * Time(allowanceHalfLife)
+	return a.v
 }
 
 // young reports whether the connection's timers take the endpoint's

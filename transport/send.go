@@ -147,14 +147,19 @@ type sender struct {
 	// as loss unless an ack echoes something older first (recovery.go,
 	// frtoDecide).
 	frtoAt, frtoDeadline Time
-	// frtoFrom is when the timer whose first expiry waits for a verdict
-	// was started: the silence began no later.
-	frtoFrom Time
+	// silenceAt is the first expiry of the latest silence (0: none, or
+	// settled), silenceFrom when the timer that expired then was
+	// started (the silence began no later), and silenceEnd the PSN sent
+	// next then. An ack echoing a transmission sent before silenceAt
+	// proves the silence a pause, whatever the expiries judged
+	// meanwhile (§8.4); once una reaches silenceEnd no such ack is owed.
+	silenceAt, silenceFrom Time
+	silenceEnd             wire.PSN
 	// pause is the pause allowance, the RTO's floor (rtt.go, §8.4): the
-	// longest silence the acks proved a pause, halved each
-	// pauseHalfLife since pauseAt, when it was last raised.
-	pause   Duration
-	pauseAt Time
+	// longest silence the acks proved a pause. hold is the hold
+	// allowance (§8.7.4): the longest AckDelay an ack reported, what
+	// a path's ack may lag another's.
+	pause, hold allowance
 
 	rtt         rttEstimator
 	fabric      fabricRTT // the congestion controller's samples (fabric.go)
