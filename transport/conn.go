@@ -115,9 +115,10 @@ type Conn struct {
 	pendPayload   uint16
 
 	// Scheduling (owned by the Endpoint).
-	inReady  bool
-	heapIdx  int
-	deadline Time
+	inReady   bool
+	unsettled bool // in Endpoint.unsettled: deadline may be stale
+	heapIdx   int
+	deadline  Time
 
 	stats ConnStats
 }

@@ -54,6 +54,9 @@ type Endpoint struct {
 	ready     []*Conn // connections with output owed, FIFO
 	readyHead int
 	timers    connHeap
+	// unsettled: connections that transmitted since the timer heap
+	// last looked, whose deadlines settle recomputes (Transmit).
+	unsettled []*Conn
 
 	cq     []Completion
 	cqHead int
@@ -429,7 +432,14 @@ func (e *Endpoint) Transmit(now Time, buf []byte) (d Datagram, ok bool) {
 		if c.hasOutput() {
 			e.markReady(c) // round-robin: back of the queue
 		}
-		e.reschedule(c)
+		// Nearly every packet moves a timer (the tail probe's, at
+		// least), and a batch of packets would recompute the deadline
+		// and fix the heap once each: 15 ns a packet. The heap is only
+		// read by NextTimeout and Timeout, which settle first.
+		if !c.unsettled {
+			c.unsettled = true
+			e.unsettled = append(e.unsettled, c)
+		}
 		return d, true
 	}
 	return Datagram{}, false
@@ -553,8 +563,20 @@ func (e *Endpoint) reschedule(c *Conn) {
 	e.timers.fix(c)
 }
 
+// settle brings the timer heap up to date with the connections that
+// transmitted since it was last read.
+func (e *Endpoint) settle() {
+	for i, c := range e.unsettled {
+		c.unsettled = false
+		e.reschedule(c)
+		e.unsettled[i] = nil
+	}
+	e.unsettled = e.unsettled[:0]
+}
+
 // NextTimeout is when Timeout should next be called (Never if idle).
 func (e *Endpoint) NextTimeout() Time {
+	e.settle()
 	if len(e.timers) == 0 {
 		return Never
 	}
@@ -563,6 +585,7 @@ func (e *Endpoint) NextTimeout() Time {
 
 // Timeout runs every timer due at now.
 func (e *Endpoint) Timeout(now Time) {
+	e.settle()
 	for len(e.timers) > 0 && e.timers[0].at <= now {
 		c := e.timers[0].c
 		c.onTimer(now)
