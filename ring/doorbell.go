@@ -177,8 +177,21 @@ func (d *Doorbell) WaitContext(ctx context.Context) (bool, error) {
 		if err := d.interruptible(); err != nil {
 			return false, err
 		}
-		stop := context.AfterFunc(ctx, d.interrupt)
-		defer stop()
+		// A stop that comes too late does not wait for the interrupt it
+		// could not prevent: wait here, so it never runs after Wait has
+		// returned, when the caller may close the doorbell and its
+		// descriptor number may name another file (the race detector
+		// caught Close writing d.intr beside interrupt reading it).
+		ran := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(ran)
+			d.interrupt()
+		})
+		defer func() {
+			if !stop() {
+				<-ran
+			}
+		}()
 	}
 	rang, err := d.wait(ctx, deadline)
 	if err == nil && !rang {

@@ -351,3 +351,24 @@ func TestConsumerWaitCancel(t *testing.T) {
 		t.Fatal("a cancelled wait never returned")
 	}
 }
+
+// TestWaitContextEndsItsInterrupt: when WaitContext returns, the interrupt
+// its context's end triggered has finished, so the caller may close the
+// doorbell at once. An interrupt still running wrote to the private
+// eventfd's descriptor number after Close, a number the process may have
+// given to another file by then (the race detector's report in CI).
+func TestWaitContextEndsItsInterrupt(t *testing.T) {
+	for i := range 300 {
+		a, b, err := NewDoorbellPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%4)*50*time.Microsecond)
+		if _, err := b.WaitContext(ctx); err == nil {
+			t.Fatal("WaitContext on a silent bell returned no error")
+		}
+		b.Close() // under the race detector, an interrupt still running is a race
+		a.Close()
+		cancel()
+	}
+}
