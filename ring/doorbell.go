@@ -177,21 +177,7 @@ func (d *Doorbell) WaitContext(ctx context.Context) (bool, error) {
 		if err := d.interruptible(); err != nil {
 			return false, err
 		}
-		// A stop that comes too late does not wait for the interrupt it
-		// could not prevent: wait here, so it never runs after Wait has
-		// returned, when the caller may close the doorbell and its
-		// descriptor number may name another file (the race detector
-		// caught Close writing d.intr beside interrupt reading it).
-		ran := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(ran)
-			d.interrupt()
-		})
-		defer func() {
-			if !stop() {
-				<-ran
-			}
-		}()
+		defer d.interruptOn(ctx)()
 	}
 	rang, err := d.wait(ctx, deadline)
 	if err == nil && !rang {
@@ -201,6 +187,25 @@ func (d *Doorbell) WaitContext(ctx context.Context) (bool, error) {
 		}
 	}
 	return rang, err
+}
+
+// interruptOn arranges for ctx's end to interrupt a wait, and returns what
+// undoes that once the wait is over. A stop that comes too late does not
+// wait for the interrupt it could not prevent, so the undo waits for it:
+// none then runs after the wait has returned, when the caller may close
+// the doorbell and its descriptor number may name another file (the race
+// detector caught Close writing d.intr beside interrupt reading it).
+func (d *Doorbell) interruptOn(ctx context.Context) func() {
+	ran := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(ran)
+		d.interrupt()
+	})
+	return func() {
+		if !stop() {
+			<-ran
+		}
+	}
 }
 
 // interrupt wakes the waiter through the private eventfd.
@@ -331,8 +336,7 @@ func (c *Consumer) WaitContext(ctx context.Context, bell *Doorbell) error {
 		if err := bell.interruptible(); err != nil {
 			return err
 		}
-		stop := context.AfterFunc(ctx, bell.interrupt)
-		defer stop()
+		defer bell.interruptOn(ctx)()
 	}
 	err := c.wait(ctx, bell, deadline)
 	if err == ErrTimeout {

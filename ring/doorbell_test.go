@@ -364,8 +364,16 @@ func TestWaitContextEndsItsInterrupt(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%4)*50*time.Microsecond)
-		if _, err := b.WaitContext(ctx); err == nil {
-			t.Fatal("WaitContext on a silent bell returned no error")
+		if i%2 == 0 {
+			if _, err := b.WaitContext(ctx); err == nil {
+				t.Fatal("WaitContext on a silent bell returned no error")
+			}
+		} else {
+			// The consumer's wait on an empty ring, through the same bell.
+			r := newHeapRing(t, 64, 16)
+			if err := r.Consumer().WaitContext(ctx, b); err == nil {
+				t.Fatal("Consumer.WaitContext on an empty ring returned no error")
+			}
 		}
 		b.Close() // under the race detector, an interrupt still running is a race
 		a.Close()
