@@ -34,7 +34,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
 		// peer got it, and its ack was held (frtoDecide).
-		c.frtoPause(now)
+		c.frtoPause()
 	}
 	if ts := Time(a.EchoTimestamp()); s.silenceAt != 0 && ts != 0 && ts < s.silenceAt {
 		// The silence was a pause, even if a second expiry swept it:
@@ -710,7 +710,7 @@ func (c *Conn) frtoDecide(now Time) {
 }
 
 // frtoPause settles the first expiry of a silence as a pause.
-func (c *Conn) frtoPause(now Time) {
+func (c *Conn) frtoPause() {
 	s := &c.snd
 	c.ep.stats.SpuriousTimeouts++
 	s.frtoAt, s.frtoDeadline = 0, 0
