@@ -75,8 +75,13 @@ type sendPath struct {
 	markFrac     float64 // EWMA of the CE-marked fraction of acked packets
 	lossRate     float64 // EWMA of losses among resolved transmissions
 	lossRun      int     // losses since the last acked transmission
-	timeoutRun   int     // path timeouts since the last acked transmission
-	lastProgress Time    // last ack, or when inflight went from 0 to 1
+	// sweeps counts expiries of the retransmission timer on this path's
+	// transmissions (the oldest PSN's) since its last ack. Not towards
+	// suspicion (timeoutSweep says why), but they rank it for
+	// retransmissions (rank).
+	sweeps       int
+	timeoutRun   int  // path timeouts since the last acked transmission
+	lastProgress Time // last ack, or when inflight went from 0 to 1
 
 	// Probing, while suspect.
 	probeAt       Time // next probe due
@@ -252,7 +257,7 @@ func (s *sender) pickPath(avoid int) int {
 			}
 			// A retransmission takes the best-ranked path, and of
 			// equals one other than the previous packet's.
-			r := 7
+			r := rankFirst
 			if retx {
 				r = 2 * p.rank(k == avoid)
 				if k != s.lastPath || n <= 2 {
@@ -261,7 +266,7 @@ func (s *sender) pickPath(avoid int) int {
 			}
 			if r > bestRank {
 				best, bestRank = k, r
-				if r == 7 {
+				if r == rankFirst {
 					break
 				}
 			}
@@ -278,22 +283,36 @@ func (s *sender) pickPath(avoid int) int {
 
 // proven reports whether p has been acked and its latest resolved
 // transmission arrived.
-func (p *sendPath) proven() bool { return p.acked > 0 && p.lossRun == 0 }
+func (p *sendPath) proven() bool { return p.acked > 0 && p.lossRun == 0 && p.sweeps == 0 }
 
-// rank orders the paths a retransmission may take: proven (3), untried
-// or clean but never acked (2), lost its latest (1), the path that lost
-// this very packet (0).
+// rank orders the paths a retransmission may take: proven (4), acked
+// but its latest expired the retransmission timer once (3), untried or
+// clean but never acked (2), lost its latest or expired the timer twice
+// since its last ack (1), the path that lost this very PSN (0). One
+// expiry is as likely a pause of either host as a dead path, and a path
+// that was acked is likelier alive than one never heard from (after a
+// plane failed, resends ranked below untried paths went to the dead
+// plane's). Two expiries are evidence: ranked as proven, a connection
+// with one PSN in flight, its paths proven before a spine failed, resent
+// it on three dead ones in turn until its retry limit.
 func (p *sendPath) rank(lostThis bool) int {
 	switch {
 	case lostThis:
 		return 0
-	case p.lossRun > 0:
+	case p.lossRun > 0 || p.sweeps > 1:
 		return 1
 	case p.acked == 0:
 		return 2
+	case p.sweeps == 1:
+		return 3
 	}
-	return 3
+	return 4
 }
+
+// rankFirst is the scan's rank of a path that ends the search (a new
+// packet's first path with room, or a proven path other than the
+// previous packet's): 2 x the best rank + 1.
+const rankFirst = 9
 
 // pickAny is the fallback when no path is active: rather than stall, use
 // the suspect path with the fewest losses in a row, on a proven plane
@@ -396,7 +415,7 @@ func (c *Conn) healthOn() bool {
 // pathAcked records an acknowledged transmission on p.
 func (c *Conn) pathAcked(p *sendPath, now Time, probe bool) {
 	p.acked++
-	p.lossRun, p.timeoutRun = 0, 0
+	p.lossRun, p.timeoutRun, p.sweeps = 0, 0, 0
 	p.lossRate -= p.lossRate / 16
 	p.lastProgress = now
 	if p.state == pathSuspect && probe {
@@ -487,7 +506,7 @@ func (c *Conn) retirePath(p *sendPath, now Time) {
 		}
 	}
 	c.advanceOldest(p)
-	p.srtt, p.markFrac, p.lossRate, p.lossRun = 0, 0, 0, 0
+	p.srtt, p.markFrac, p.lossRate, p.lossRun, p.sweeps = 0, 0, 0, 0, 0
 	p.probesSent, p.probesOK = 0, 0
 	// Back off when fresh entropy keeps failing: the whole plane may be
 	// down, and then probing it is all we should spend on it.

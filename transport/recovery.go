@@ -632,6 +632,7 @@ func (c *Conn) senderTimer(now Time) {
 				s.silenceAt, s.silenceFrom, s.silenceEnd = now, started, s.nextPSN
 			}
 			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+				s.paths[r.path].sweeps++ // rank
 				s.sweeping, s.unjudged = true, true
 				c.loseTransmission(now, int(r.path), r.pseq)
 				s.sweeping, s.unjudged = false, false
@@ -671,6 +672,9 @@ func (c *Conn) timeoutSweep(now Time) {
 	// marked three or more packets lost on every path, suspected
 	// them all, and took every plane down at once (demo -topology
 	// planes: a dozen planes down in runs without a cut).
+	if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+		s.paths[r.path].sweeps++ // rank
+	}
 	s.sweeping = true
 	for pi := range s.paths {
 		p := &s.paths[pi]
