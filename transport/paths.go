@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"math/bits"
+
 	"github.com/metaroce/metaroce/wire"
 )
 
@@ -214,6 +216,17 @@ func (s *sender) rand() uint64 {
 	return s.rng * 2685821657736338717
 }
 
+// randN returns a pseudo-random number in [0, n): the high word of the
+// draw times n, which depends on the draw's high bits. The draw modulo
+// n took its low bits, xorshift64*'s weakest: modulo 16 they favoured
+// some paths so much that a connection resent for 25 ms on paths through
+// a dead spine while five of its sixteen worked (spec §8.7.3). A
+// multiply is also cheaper than a 64-bit division on every packet.
+func (s *sender) randN(n int) int {
+	hi, _ := bits.Mul64(s.rand(), uint64(n))
+	return int(hi)
+}
+
 // pickPath chooses the path for the next packet, avoiding avoid (the path
 // that lost a retransmitted packet) and the previous packet's path when
 // another candidate has room. A retransmission (avoid >= 0) also prefers
@@ -230,7 +243,7 @@ func (s *sender) pickPath(avoid int) int {
 	best, cands := -1, 0
 	bestCost := 0.0
 	for try := 0; try < 8 && cands < 2; try++ {
-		k := int(s.active[int(s.rand()%uint64(n))])
+		k := int(s.active[s.randN(n)])
 		if (n > 1 && k == avoid) || (n > 2 && k == s.lastPath) || k == best {
 			continue
 		}
@@ -247,7 +260,7 @@ func (s *sender) pickPath(avoid int) int {
 		// The random draws found no candidate: scan, from a random start
 		// so the scan does not favour low path ids. A retransmission
 		// takes the best-ranked path with room (see rank).
-		off := int(s.rand() % uint64(n))
+		off := s.randN(n)
 		bestRank := -1
 		for i := 0; i < n; i++ {
 			k := int(s.active[(off+i)%n])
@@ -259,7 +272,7 @@ func (s *sender) pickPath(avoid int) int {
 			// equals one other than the previous packet's.
 			r := rankFirst
 			if retx {
-				r = 2 * p.rank(k == avoid)
+				r = 2 * p.rank(k == avoid, avoid >= 0 && p.plane == s.paths[avoid].plane)
 				if k != s.lastPath || n <= 2 {
 					r++
 				}
@@ -285,34 +298,39 @@ func (s *sender) pickPath(avoid int) int {
 // transmission arrived.
 func (p *sendPath) proven() bool { return p.acked > 0 && p.lossRun == 0 && p.sweeps == 0 }
 
-// rank orders the paths a retransmission may take: proven (4), acked
-// but its latest expired the retransmission timer once (3), untried or
-// clean but never acked (2), lost its latest or expired the timer twice
-// since its last ack (1), the path that lost this very PSN (0). One
-// expiry is as likely a pause of either host as a dead path, and a path
-// that was acked is likelier alive than one never heard from (after a
-// plane failed, resends ranked below untried paths went to the dead
+// rank orders the paths a retransmission may take: proven (5), acked
+// but its latest expired the retransmission timer once (4), untried or
+// clean but never acked (3; 2 on the plane of the path that lost this
+// PSN), lost its latest or expired the timer twice since its last ack
+// (1), the path that lost this very PSN (0).
+//
+// One expiry is as likely a pause of either host as a dead path, and a
+// path that was acked is likelier alive than one never heard from (after
+// a plane failed, resends ranked below untried paths went to the dead
 // plane's). Two expiries are evidence: ranked as proven, a connection
 // with one PSN in flight, its paths proven before a spine failed, resent
-// it on three dead ones in turn until its retry limit.
-func (p *sendPath) rank(lostThis bool) int {
+// it on three dead ones in turn until its retry limit. Of the guesses,
+// another plane is the better: a plane's failure takes all its paths.
+func (p *sendPath) rank(lostThis, lostPlane bool) int {
 	switch {
 	case lostThis:
 		return 0
 	case p.lossRun > 0 || p.sweeps > 1:
 		return 1
-	case p.acked == 0:
+	case p.acked == 0 && lostPlane:
 		return 2
-	case p.sweeps == 1:
+	case p.acked == 0:
 		return 3
+	case p.sweeps == 1:
+		return 4
 	}
-	return 4
+	return 5
 }
 
-// rankFirst is the scan's rank of a path that ends the search (a new
+// rankFirst is the scan's score of a path that ends the search (a new
 // packet's first path with room, or a proven path other than the
 // previous packet's): 2 x the best rank + 1.
-const rankFirst = 9
+const rankFirst = 11
 
 // pickAny is the fallback when no path is active: rather than stall, use
 // the suspect path with the fewest losses in a row, on a proven plane

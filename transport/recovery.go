@@ -39,7 +39,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if ts := Time(a.EchoTimestamp()); s.silenceAt != 0 && ts != 0 && ts < s.silenceAt {
 		// The silence was a pause, even if a second expiry swept it:
 		// an RTO as long as the time since its timer started would not
-		// have fired, and the RTO keeps at least that much from now on,
+		// have fired, and the RTO adds that much from now on,
 		// fading (the pause allowance, rtoNow).
 		s.pause.raise(now, Duration(now-s.silenceFrom))
 		s.silenceAt = 0

@@ -114,14 +114,21 @@ func (r *rttEstimator) lossDelay(frac float64, initial Duration) Duration {
 const youngSamples = 8
 
 // rtoNow is the connection's RTO (§8.4): its own estimator's, while it is
-// young at least the endpoint's, and at least its pause allowance.
+// young at least the endpoint's, plus its pause allowance.
 func (c *Conn) rtoNow(now Time) Duration {
 	s := &c.snd
 	r := s.rtt.rto(c.ep.cfg.InitialRTO)
 	if c.young() {
 		r = max(r, c.ep.dataRTT.rto(c.ep.cfg.InitialRTO))
 	}
-	return max(r, min(s.pause.get(now), c.ep.cfg.MaxRTO))
+	if p := s.pause.get(now); p > 0 {
+		// On top of the estimator's RTO, not a floor under it: P was
+		// measured from its timer's start, but the next pause may begin
+		// at any point of the next timer's run (a floor of P alone fired
+		// at pauses of P that began later in the run).
+		r = max(r, min(r+p, c.ep.cfg.MaxRTO))
+	}
+	return r
 }
 
 // allowanceHalfLife is how fast the pause and hold allowances fade once

@@ -155,7 +155,7 @@ type sender struct {
 	// meanwhile (§8.4); once una reaches silenceEnd no such ack is owed.
 	silenceAt, silenceFrom Time
 	silenceEnd             wire.PSN
-	// pause is the pause allowance, the RTO's floor (rtt.go, §8.4): the
+	// pause is the pause allowance, added to the RTO (rtt.go, §8.4): the
 	// longest silence the acks proved a pause. hold is the hold
 	// allowance (§8.7.4): the longest AckDelay an ack reported, what
 	// a path's ack may lag another's.
