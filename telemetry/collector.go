@@ -235,6 +235,12 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	gauge(ch, connsDegraded, float64(e.Conns.Degraded), l...)
 	gauge(ch, connSRTTMax, seconds(uint64(e.Conns.SRTTMax)), l...)
 	gauge(ch, connHostDelayMax, seconds(uint64(e.Conns.HostDelayMax)), l...)
+	gauge(ch, connFabricRTTMax, seconds(uint64(e.Conns.FabricRTTMax)), l...)
+	gauge(ch, ccConns, float64(e.Conns.CCConns), l...)
+	if e.Conns.CCConns > 0 {
+		gauge(ch, ccWindowMin, float64(e.Conns.CCWindowMin), l...)
+	}
+	gauge(ch, ccPacingMin, float64(e.Conns.CCPacingMinBPS)/8, l...)
 	gauge(ch, planesDownNow, float64(e.Conns.PlanesDown), l...)
 }
 

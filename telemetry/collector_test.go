@@ -34,10 +34,16 @@ type pair struct {
 }
 
 func newPair(t *testing.T, messages int) *pair {
+	return newPairCC(t, messages, transport.CongestionNone) // metaroced's on a host (spec §8.9.4)
+}
+
+// newPairCC is newPair with both endpoints running congestion controller
+// cc.
+func newPairCC(t *testing.T, messages int, cc string) *pair {
 	t.Helper()
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	la, lb := dataplane.NewMemPair(a, b, 9000, 0, 1)
-	cfg := transport.Config{Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	cfg := transport.Config{Congestion: cc}
 	epA, err := transport.NewEndpoint(cfg, a)
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +117,30 @@ func (p *pair) srttMax(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// ccSummary is what a's established connections hold of their
+// controllers: how many have one, the smallest window and the largest
+// fabric RTT.
+func (p *pair) ccSummary(t *testing.T) (n, windowMin int, fabricMax time.Duration) {
+	t.Helper()
+	if err := p.a.Do(context.Background(), func(transport.Time) {
+		for _, c := range p.epA.AppendConns(nil) {
+			if c.State() != transport.StateEstablished {
+				continue
+			}
+			fabricMax = max(fabricMax, c.Stats().FabricRTT)
+			if st, ok := c.Congestion(); ok {
+				if n == 0 || st.Window < windowMin {
+					windowMin = st.Window
+				}
+				n++
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n, windowMin, fabricMax
 }
 
 func (p *pair) stop() {
@@ -443,4 +473,45 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.ReportMetric(float64(time.Since(t0).Nanoseconds())/20, "walk-quiet-ns")
 		})
 	}
+}
+
+// TestCollectorControllerSummary: the controller gauges say what the
+// transport holds. With the metaroce controller the idle connection is
+// counted, and the smallest window and the largest fabric RTT are its
+// own; with none, no connection has a controller and the window gauge is
+// left out rather than reported as 0.
+func TestCollectorControllerSummary(t *testing.T) {
+	for _, cc := range []string{"metaroce", transport.CongestionNone} {
+		p := newPairCC(t, 20, cc)
+		n0, w0, f0 := p.ccSummary(t) // an ack may move them while this runs
+		mfs, err := prometheus.Gatherers{registry(NewCollector(p.engines(), Options{}))}.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n1, w1, f1 := p.ccSummary(t)
+		p.stop()
+		get := func(name string) (float64, bool) { return value(mfs, name, "iface", "a0") }
+		if v, ok := get("metaroce_cc_connections"); !ok || (v != float64(n0) && v != float64(n1)) {
+			t.Errorf("%s: cc_connections %v (present %v), the transport holds %d then %d", cc, v, ok, n0, n1)
+		}
+		v, ok := get("metaroce_cc_window_min_bytes")
+		switch {
+		case cc == transport.CongestionNone && ok:
+			t.Errorf("none: cc_window_min_bytes reported (%v) with no controller", v)
+		case cc != transport.CongestionNone && (!ok || v != float64(w0) && v != float64(w1) || v <= 0):
+			t.Errorf("%s: cc_window_min_bytes %v (present %v), the transport holds %d then %d", cc, v, ok, w0, w1)
+		}
+		if v, ok := get("metaroce_connection_fabric_rtt_max_seconds"); !ok || v != f0.Seconds() && v != f1.Seconds() {
+			t.Errorf("%s: connection_fabric_rtt_max_seconds %v (present %v), the transport holds %v then %v", cc, v, ok, f0, f1)
+		}
+		if cc != transport.CongestionNone && n0 == 0 {
+			t.Errorf("%s: no established connection has a controller", cc)
+		}
+	}
+}
+
+func registry(c prometheus.Collector) *prometheus.Registry {
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(c)
+	return r
 }

@@ -49,7 +49,10 @@
 //     reasons, connections counted by state, paths counted by state (active,
 //     suspect) over all connections, the RTT histogram of all acks, and a
 //     summary of the established connections: how many have a path not
-//     active, and the largest smoothed RTT and host delay among them;
+//     active, the largest smoothed RTT, fabric RTT and host delay among
+//     them, and of their congestion controllers how many run, the
+//     smallest window and the slowest pacing rate (each connection's
+//     controller, window, rate and CE marks: metaroce qps);
 //   - per engine and plane (an engine over several planes, docs/spec.md
 //     §7.9): its link's packets and drops on each plane and the plane's
 //     AF_XDP socket drops; plane is 0..7, so this adds at most eight

@@ -114,4 +114,8 @@ var (
 	connsDegraded    = desc("connections_degraded", "Established connections with at least one path not active (which ones: metaroce paths).", eng...)
 	connSRTTMax      = desc("connection_srtt_max_seconds", "Largest smoothed RTT among the engine's established connections (which one: metaroce qps).", eng...)
 	connHostDelayMax = desc("connection_host_delay_max_seconds", "Largest smoothed host delay (the peer's hold and this host's receive wait) among the engine's established connections.", eng...)
+	connFabricRTTMax = desc("connection_fabric_rtt_max_seconds", "Largest fabric RTT (the congestion controller's RTT, host delay left out) among the engine's established connections.", eng...)
+	ccConns          = desc("cc_connections", "Established connections with a congestion controller (0 when the daemon runs congestion: none).", eng...)
+	ccWindowMin      = desc("cc_window_min_bytes", "Smallest congestion window among the engine's established connections with a controller (which one: metaroce qps).", eng...)
+	ccPacingMin      = desc("cc_pacing_rate_min_bytes_per_second", "Slowest pacing rate (bytes per second) among the engine's paced established connections; 0 when none is paced.", eng...)
 )

@@ -159,6 +159,17 @@ type ConnSummary struct {
 	// live view (Top, metaroce qps) then names.
 	SRTTMax      int64 `json:"srtt_max_ns"`
 	HostDelayMax int64 `json:"host_delay_max_ns"`
+	// FabricRTTMax is the largest fabric RTT (the congestion controller's
+	// RTT, host delay left out) among them: beside HostDelayMax, it says
+	// whether a slow round trip is the fabric's or the hosts'.
+	FabricRTTMax int64 `json:"fabric_rtt_max_ns"`
+	// Of the established connections with a congestion controller:
+	// how many, the smallest window, and the slowest pacing rate among
+	// those paced (0 when none is): the most throttled connection, which
+	// metaroce qps names.
+	CCConns        int    `json:"cc_conns"`
+	CCWindowMin    int64  `json:"cc_window_min_bytes"`
+	CCPacingMinBPS uint64 `json:"cc_pacing_min_bps"`
 	// PlanesDown sums the connections' planes that are down (every path
 	// on them suspect, docs/spec.md §8.7.4).
 	PlanesDown int `json:"planes_down"`
@@ -419,6 +430,16 @@ func (w *walker) step() {
 			}
 			s.Conns.SRTTMax = max(s.Conns.SRTTMax, int64(cs.SRTT))
 			s.Conns.HostDelayMax = max(s.Conns.HostDelayMax, int64(cs.HostDelay))
+			s.Conns.FabricRTTMax = max(s.Conns.FabricRTTMax, int64(cs.FabricRTT))
+			if cc, ok := c.Congestion(); ok {
+				if s.Conns.CCConns == 0 || int64(cc.Window) < s.Conns.CCWindowMin {
+					s.Conns.CCWindowMin = int64(cc.Window)
+				}
+				if cc.PacingRate > 0 && (s.Conns.CCPacingMinBPS == 0 || cc.PacingRate < s.Conns.CCPacingMinBPS) {
+					s.Conns.CCPacingMinBPS = cc.PacingRate
+				}
+				s.Conns.CCConns++
+			}
 		}
 		s.Conns.PlanesDown += c.PlanesDown()
 		if n <= 0 {
