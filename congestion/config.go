@@ -166,9 +166,9 @@ func bdp(rate uint64, rtt time.Duration) float64 {
 //     without ever limiting a lone flow), at least InitialWindow, or
 //     1 MiB when the line rate is unknown;
 //   - MinWindow: MSS/100: Swift lets the window fall to a small fraction
-//     of a packet; 1/100 keeps a flow's packet interval within 100 RTTs
-//     (1 ms at 10 us), so even a 1000:1 incast settles and every flow
-//     still probes the path.
+//     of a packet; 1/100 keeps a flow's packet interval within 100 base
+//     RTTs (1 ms at 10 us; PacingRate), so even a 1000:1 incast settles
+//     and every flow still probes the path.
 func (c Config) Validate() (Config, error) {
 	d := Defaults
 	defInt := func(p *int, v int) {

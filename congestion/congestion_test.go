@@ -272,15 +272,31 @@ func TestMetarocePacingFollowsWindow(t *testing.T) {
 	if r := float64(s.rate()); math.Abs(r-want)/want > 0.001 {
 		t.Errorf("pacing %.3g b/s, want 1.2 x window / srtt = %.3g", r, want)
 	}
-	// Below one MSS the rate is window / srtt, under one packet per RTT.
+	// Below one MSS the rate is window / srtt, under one packet per RTT,
+	// but a packet at least every MSS / MinWindow base RTTs: here the
+	// window sits at MinWindow with an RTT of 10 base RTTs, so the floor
+	// rules.
 	s.acks(3000, 1*us, 100*us, 0)
 	st = s.state()
 	if st.RawWindow >= float64(s.cfg.MSS) {
 		t.Fatalf("window %.0f not below one MSS", st.RawWindow)
 	}
-	want = st.RawWindow * 8 / st.SRTT.Seconds()
-	if r := float64(s.rate()); math.Abs(r-want)/want > 0.01 || s.window() != s.cfg.MSS {
-		t.Errorf("sub-packet: pacing %.3g b/s window %d, want %.3g b/s and one MSS", r, s.window(), want)
+	byWindow := st.RawWindow * 8 / st.SRTT.Seconds()
+	floor := s.cfg.MinWindow * 8 / s.cfg.BaseRTT.Seconds()
+	if floor <= byWindow {
+		t.Fatalf("floor %.3g b/s not above window / srtt %.3g: the case does not test it", floor, byWindow)
+	}
+	if r := float64(s.rate()); math.Abs(r-floor)/floor > 0.01 || s.window() != s.cfg.MSS {
+		t.Errorf("sub-packet: pacing %.3g b/s window %d, want the floor %.3g b/s (window / srtt %.3g) and one MSS", r, s.window(), floor, byWindow)
+	}
+	// Above the floor, window / srtt: an RTT near the base one.
+	s.acks(3000, 1*us, 12*us, 0)
+	st = s.state()
+	if st.RawWindow < float64(s.cfg.MSS) {
+		want = max(st.RawWindow*8/st.SRTT.Seconds(), floor)
+		if r := float64(s.rate()); math.Abs(r-want)/want > 0.01 {
+			t.Errorf("sub-packet near base RTT: pacing %.3g b/s, want %.3g", r, want)
+		}
 	}
 }
 

@@ -248,8 +248,13 @@ func (m *metaroce) PacingRate() uint64 {
 	var r uint64
 	if m.cwnd < float64(m.cfg.MSS) {
 		// Below one packet the window is a rate: one MSS every
-		// srtt x MSS / cwnd.
-		r = rateOf(m.cwnd, srtt)
+		// srtt x MSS / cwnd, but at least every MSS / MinWindow base
+		// RTTs (100: 1 ms at 10 us). MinWindow promises a flow's packet
+		// interval stays within that many RTTs; at the smoothed RTT, a
+		// host's delays in it (hundreds of us on shared cores) stretched
+		// it to tens of ms, and a 4:1 incast's flows starved at 0.4 Mb/s
+		// for seconds behind a 200 Mb/s port.
+		r = max(rateOf(m.cwnd, srtt), rateOf(m.cfg.MinWindow, m.cfg.BaseRTT))
 	} else {
 		r = rateOf(m.cwnd*m.cfg.PacingGain, srtt)
 	}
