@@ -89,6 +89,9 @@ type Client struct {
 	// MaxSGE is the most scatter-gather entries a work request may carry
 	// (WR.SGL; 0: the daemon takes none).
 	MaxSGE int
+	// EngineCPUs are the CPUs the daemon pinned its engines to (empty:
+	// not pinned, or a daemon that does not say); see AvoidEngineCPUs.
+	EngineCPUs []int
 }
 
 type reply struct {
@@ -115,6 +118,7 @@ func Dial(path string) (*Client, error) {
 	}
 	c.MaxRegions, c.MaxRegionBytes, c.MaxQPs, c.SessionID = r.MaxRegions, r.MaxRegionBytes, r.MaxQPs, r.SessionID
 	c.MaxSGE = min(r.MaxSGE, MaxSGE)
+	c.EngineCPUs = r.EngineCPUs
 	return c, nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/metaroce/metaroce/control"
 	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
-	"github.com/metaroce/metaroce/transport"
 )
 
 // logRecorder is a slog.Handler that keeps every record's message and
@@ -75,20 +74,10 @@ func (r *logRecorder) waitLog(t *testing.T, s string) []string {
 // are freed it accepts that client's session and new ones, and says how
 // many accepts failed.
 func TestAcceptSurvivesEMFILE(t *testing.T) {
-	addr := netip.MustParseAddr("10.9.1.1")
-	link, _ := dataplane.NewMemPair(addr, netip.MustParseAddr("10.9.1.2"), 2048, 0, 1)
-	ep, err := transport.NewEndpoint(transport.Config{}, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := control.NewEngineDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	e := dataplane.NewEngine(dataplane.EngineConfig{}, link, ep, d)
+	en := memEngine(t, netip.MustParseAddr("10.9.1.1"), dataplane.EngineConfig{})
+	e := en.E
 	rec := &logRecorder{}
-	srv := control.NewServer(config.Limits{}, []*control.Engine{{E: e, D: d, Local: addr}}, nil, slog.New(rec))
+	srv := control.NewServer(config.Limits{}, []*control.Engine{en}, nil, slog.New(rec))
 	sock := filepath.Join(t.TempDir(), "c.sock")
 	ln, err := control.Listen(sock, 0o600, -1)
 	if err != nil {

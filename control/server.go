@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,6 +256,11 @@ func (s *Server) handle(ctx context.Context, ss *session, msg []byte, files []*o
 		resp.MaxRegions, resp.MaxRegionBytes, resp.MaxQPs = l.MaxRegionsPerSession, l.MaxRegionBytesPerSession, l.MaxQPsPerSession
 		resp.SessionID = ss.id
 		resp.MaxSGE = proto.MaxSGE
+		for _, en := range s.engines {
+			if cpu, ok := en.E.PinnedCPU(); ok && !slices.Contains(resp.EngineCPUs, cpu) {
+				resp.EngineCPUs = append(resp.EngineCPUs, cpu)
+			}
+		}
 	case proto.OpCreateCQ:
 		fds, sent, err = s.createCQ(ctx, ss, &req, &resp)
 	case proto.OpDestroyCQ:

@@ -157,6 +157,10 @@ func (e *Engine) Endpoint() *transport.Endpoint { return e.ep }
 // Link returns the link.
 func (e *Engine) Link() Link { return e.link }
 
+// PinnedCPU is the CPU the engine's thread is pinned to (EngineConfig.CPU),
+// and false when it is not pinned.
+func (e *Engine) PinnedCPU() (int, bool) { return e.cfg.CPU, e.cfg.PinSet && e.cfg.CPU >= 0 }
+
 // Now returns the engine clock (call only on the engine goroutine).
 func (e *Engine) Now() transport.Time { return transport.Time(time.Since(e.epoch)) }
 

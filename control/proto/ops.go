@@ -140,6 +140,10 @@ type Response struct {
 	// MaxSGE is the most scatter-gather entries a work request may
 	// carry (WRSGL; 0 from a daemon that predates them: none).
 	MaxSGE int `json:"max_sge,omitempty"`
+	// EngineCPUs are the CPUs the daemon's engines are pinned to (none
+	// when they are not pinned): where an application's polling would
+	// take the CPU its engine needs (client.Client.AvoidEngineCPUs).
+	EngineCPUs []int `json:"engine_cpus,omitempty"`
 	// create_cq: the completion queue's number, for create_qp's CQ (its
 	// ring and the application's end of its doorbell are attached).
 	CQ uint32 `json:"cq,omitempty"`

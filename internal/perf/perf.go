@@ -44,6 +44,7 @@ type perfOpts struct {
 	seed    uint64
 	timeout time.Duration
 	poll    bool
+	anyCPU  bool // -any-cpu: do not move off the engines' CPUs
 }
 
 // perfInfo is what each side tells the other out of band.
@@ -141,6 +142,7 @@ func Run(args []string, out io.Writer) error {
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data pattern")
 	cli.DurationVar(fs, &o.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.BoolVar(&o.anyCPU, "any-cpu", false, "stay on the daemon's engine CPUs too (by default the process moves off them when it can: client.AvoidEngineCPUs)")
 	fs.BoolVar(&o.poll, "poll", false, "busy-poll completions, never sleep (perftest's default; needs a core per process)")
 	if err := cli.Parse(fs, args[1:]); err != nil {
 		return err
@@ -226,6 +228,13 @@ func newSetup(o perfOpts, slots func(geometry) int) (*setup, error) {
 	c, err := client.Dial(o.socket)
 	if err != nil {
 		return nil, err
+	}
+	if !o.anyCPU {
+		// Polling beside a busy-polling engine takes turns with it.
+		if _, err := c.AvoidEngineCPUs(); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	g := newGeometry(o)
 	s := &setup{c: c, g: g, per: slots(g) * g.stride}
