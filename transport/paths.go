@@ -294,8 +294,9 @@ func (s *sender) pickPath(avoid int) int {
 	return best
 }
 
-// proven reports whether p has been acked and its latest resolved
-// transmission arrived.
+// proven reports whether p has been acked, its latest resolved
+// transmission arrived, and the retransmission timer has not expired on
+// it since its last ack (rank).
 func (p *sendPath) proven() bool { return p.acked > 0 && p.lossRun == 0 && p.sweeps == 0 }
 
 // rank orders the paths a retransmission may take: proven (5), acked
