@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/metaroce/metaroce/client"
 	"github.com/metaroce/metaroce/control"
-	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/dataplane"
 )
 
@@ -74,21 +72,9 @@ func (r *logRecorder) waitLog(t *testing.T, s string) []string {
 // are freed it accepts that client's session and new ones, and says how
 // many accepts failed.
 func TestAcceptSurvivesEMFILE(t *testing.T) {
-	en := memEngine(t, netip.MustParseAddr("10.9.1.1"), dataplane.EngineConfig{})
-	e := en.E
 	rec := &logRecorder{}
-	srv := control.NewServer(config.Limits{}, []*control.Engine{en}, nil, slog.New(rec))
-	sock := filepath.Join(t.TempDir(), "c.sock")
-	ln, err := control.Listen(sock, 0o600, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); e.Run(ctx) }()
-	go func() { defer wg.Done(); srv.Serve(ctx, ln) }()
-	defer func() { cancel(); wg.Wait() }()
+	sock, stop := serveEngines(t, []*control.Engine{memEngine(t, netip.MustParseAddr("10.9.1.1"), dataplane.EngineConfig{})}, slog.New(rec))
+	defer stop()
 
 	// Exhaust the descriptor table.
 	var old unix.Rlimit

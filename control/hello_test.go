@@ -34,6 +34,27 @@ func memEngine(t *testing.T, addr netip.Addr, ec dataplane.EngineConfig) *contro
 	return &control.Engine{E: dataplane.NewEngine(ec, link, ep, d), D: d, Local: addr}
 }
 
+// serveEngines runs engines and a control server over them on a socket
+// of its own; stop ends them all and waits.
+func serveEngines(t *testing.T, engines []*control.Engine, log *slog.Logger) (sock string, stop func()) {
+	t.Helper()
+	srv := control.NewServer(config.Limits{}, engines, nil, log)
+	sock = filepath.Join(t.TempDir(), "c.sock")
+	ln, err := control.Listen(sock, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, en := range engines {
+		wg.Add(1)
+		go func() { defer wg.Done(); en.E.Run(ctx) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); srv.Serve(ctx, ln) }()
+	return sock, func() { cancel(); wg.Wait() }
+}
+
 // TestHelloNamesEngineCPUs: the hello names each CPU an engine is pinned
 // to, once, and none for an unpinned engine; a client has them as
 // EngineCPUs (what AvoidEngineCPUs moves off).
@@ -53,30 +74,15 @@ func TestHelloNamesEngineCPUs(t *testing.T) {
 			}
 			engines = append(engines, memEngine(t, netip.AddrFrom4([4]byte{10, 9, 2, byte(1 + 2*i)}), ec))
 		}
-		srv := control.NewServer(config.Limits{}, engines, nil, slog.New(slog.DiscardHandler))
-		sock := filepath.Join(t.TempDir(), "c.sock")
-		ln, err := control.Listen(sock, 0o600, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for _, en := range engines {
-			wg.Add(1)
-			go func() { defer wg.Done(); en.E.Run(ctx) }()
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); srv.Serve(ctx, ln) }()
+		sock, stop := serveEngines(t, engines, slog.New(slog.DiscardHandler))
 		cl, err := client.Dial(sock)
 		if err != nil {
-			cancel()
-			wg.Wait()
+			stop()
 			t.Fatal(err)
 		}
 		got := cl.EngineCPUs
 		cl.Close()
-		cancel()
-		wg.Wait()
+		stop()
 		if !slices.Equal(got, c.want) {
 			t.Errorf("engines pinned to %v: hello names %v, want %v", c.pins, got, c.want)
 		}
