@@ -219,6 +219,34 @@ var seqCases = []Case{
 			c.record(re)
 			c.ackPath(re.PathID())
 		}},
+	{ID: "read-rto-allows-hold", Clause: "8.4", Also: []string{"5.7", "8.7.4"}, Needs: NeedMemory, Title: "once an ack reported a 20 ms AckDelay, a response the peer does not answer is resent at most once (the tail probe) within 20 ms",
+		Run: func(t *T) {
+			c := t.connect(connOpts{})
+			r := t.rw()
+			rd := c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 32})[0]
+			c.sendPkt(rd, tx{path: 1})
+			first := t.expect("READ_RESP", c.isData()).pkt.Data()
+			c.record(first)
+			// Hold it, as a descheduled receiver would, and say so: the
+			// ack's AckDelay is the time since it arrived.
+			const hold = 20 * time.Millisecond
+			time.Sleep(hold)
+			c.ackPath(first.PathID())
+			c.sync()
+			rd = c.message(msg{op: wire.OpReadReq, addr: r.Addr, rkey: r.RKey, readLen: 32})[0]
+			c.sendPkt(rd, tx{path: 1})
+			resp := t.expect("second READ_RESP", func(r *rxPacket) bool {
+				return c.isData()(r) && r.pkt.Data().PSN() != first.PSN()
+			}).pkt.Data()
+			again := func(r *rxPacket) bool { return c.isData()(r) && r.pkt.Data().PSN() == resp.PSN() }
+			early := t.collect(hold*9/10, again)
+			t.Notef("%d resends within %v", len(early), hold*9/10)
+			t.check(len(early) <= 1, "%d resends within %v of a response, after the peer reported holding a packet %v: the RTO does not allow for the hold (§8.4)", len(early), hold*9/10, hold)
+			re := t.expect("the response resent", again).pkt.Data()
+			c.record(resp)
+			c.record(re)
+			c.ackPath(re.PathID())
+		}},
 	{ID: "read-cumulative-ack", Clause: "8.3.1", Needs: NeedMemory, Title: "an ack whose CumPSN covers the response ends it: nothing is resent",
 		Run: func(t *T) {
 			c := t.connect(connOpts{maxPayload: 256})

@@ -591,11 +591,24 @@ func (c *Conn) overdue(p *sendPath, t *txRec, now, timeout Time) bool {
 	if now-t.sent < timeout || s.newestAckedSent < t.sent {
 		return false
 	}
-	hold := c.holdAllowance(now)
+	due := t.sent + crossPlaneFactor*timeout
 	if pl := int(p.plane); pl < MaxPlanes && s.planeAckedSent[pl] >= t.sent {
-		return now-t.sent >= Time(s.planeAckedRTT[pl]+hold)
+		due = t.sent + max(timeout, Time(s.planeAckedRTT[pl]+c.holdAllowance(now)))
 	}
-	return now-t.sent >= crossPlaneFactor*timeout
+	if now < due {
+		return false
+	}
+	// Once the peer's host has been seen to pause, the peer must also
+	// have answered since: a receiver descheduled while it held some
+	// paths' acks (its coalescing, §5.5) answered others' just before,
+	// and every path whose ack it held looked overdue throughout its
+	// pause (11 path timeouts in one such pause, each resending all its
+	// path held). A peer that answers nothing is the RTO's to judge.
+	// Without pauses seen, a silence right after the overtaking ack is
+	// a loss at the tail far more often, and waiting for another ack
+	// made it slower to repair (a lossy all-to-all's p99 in the
+	// simulator: 85 -> 103 us).
+	return s.lastAckAt >= due || !c.pausing(now)
 }
 
 // holdAllowance is how long the receiver may hold an ack (§8.7.4): at

@@ -35,6 +35,10 @@ type planeNet struct {
 	// what reaches it waits in held, its timers wait.
 	frozen Time
 	held   []ppkt
+	// stamped: what was held reaches endpoint 1 with its arrival time,
+	// as an AF_XDP host's XDP program stamps it (§4.2), so the acks'
+	// AckDelay counts the pause; without it the pause is not in them.
+	stamped bool
 	// reviveOnTimeout: the dead planes answer again from the first
 	// retransmission timeout of endpoint 0 on.
 	reviveOnTimeout bool
@@ -211,7 +215,11 @@ func (n *planeNet) step(until Time) bool {
 		// sending what each batch owes before the next: the first acks
 		// answer the oldest packets.
 		for i, p := range n.held {
-			n.eps[p.to].ReceiveOn(n.now, 0, uint8(p.plane), n.addrs[p.from][p.plane], p.port, false, p.b)
+			at := Time(0)
+			if n.stamped {
+				at = p.at
+			}
+			n.eps[p.to].ReceiveOn(n.now, at, uint8(p.plane), n.addrs[p.from][p.plane], p.port, false, p.b)
 			if i%16 == 15 {
 				n.flush()
 			}

@@ -29,7 +29,13 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
-	s.hold.raise(now, Duration(a.AckDelay()))
+	if ts := Time(a.EchoTimestamp()); ts != 0 && ts <= now {
+		// The echoed packet cannot have been held longer than it has
+		// been out: a larger AckDelay is a peer's error, and as hold it
+		// would stretch this connection's timers (§8.4) up to MaxRTO.
+		s.hold.raise(now, min(Duration(a.AckDelay()), Duration(now-ts)))
+	}
+	s.lastAckAt = now
 	c.proveHole(now, cum, a.EchoTimestamp(), false) // holes.go
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
 		// The ack answers a transmission sent before the expiry: the
@@ -97,7 +103,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
-			s.tlpDeadline = now + Time(c.pto())
+			s.tlpDeadline = now + Time(c.pto(now))
 		} else if s.readsWaiting > 0 {
 			s.rtoDeadline = now + Time(s.rto) // the response wait (§8.4)
 		}

@@ -160,6 +160,10 @@ type sender struct {
 	// allowance (§8.7.4): the longest AckDelay an ack reported, what
 	// a path's ack may lag another's.
 	pause, hold allowance
+	// lastAckAt is when the latest valid ack arrived: once the peer has
+	// been seen to pause, a path's transmission is overdue only if the
+	// peer answered after its ack was due (overdue).
+	lastAckAt Time
 
 	rtt         rttEstimator
 	fabric      fabricRTT // the congestion controller's samples (fabric.go)
@@ -479,7 +483,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		s.rto = max(s.rto, c.rtoNow(now))
 	}
 	if !s.tlpFired {
-		s.tlpDeadline = now + Time(c.pto())
+		s.tlpDeadline = now + Time(c.pto(now))
 	}
 	if s.rtoDeadline == 0 {
 		s.rtoDeadline = now + Time(s.rto)
