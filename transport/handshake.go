@@ -125,7 +125,7 @@ func (c *Conn) handshakeRTT(now Time) {
 			s.rtoDeadline = min(s.rtoDeadline, now+Time(s.rto))
 		}
 		if s.tlpDeadline != 0 {
-			s.tlpDeadline = min(s.tlpDeadline, now+Time(c.pto(now)))
+			s.tlpDeadline = min(s.tlpDeadline, now+Time(c.pto()))
 		}
 	}
 	c.acceptAt = 0

@@ -103,7 +103,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
-			s.tlpDeadline = now + Time(c.pto(now))
+			s.tlpDeadline = now + Time(c.pto())
 		} else if s.readsWaiting > 0 {
 			s.rtoDeadline = now + Time(s.rto) // the response wait (§8.4)
 		}

@@ -78,19 +78,13 @@ func (r *rttEstimator) rto(initial Duration) Duration {
 
 // pto is the tail-loss probe timeout: two smoothed RTTs plus the
 // receiver's ack delay (RFC 8985 §7.2), at least MinPathTimeout, at most
-// the RTO (§8.4). With more than one packet in flight the ack delay is the
-// longest the peer's acks have shown it to hold a packet (the hold, from
-// the arrival its link stamped), if that is more: every packet of a
-// flight going unanswered at once is far more often a paused host than a
-// loss of them all (every pause of an engine longer than two RTTs fired a
-// probe, 25 to 47 spurious resends a run in the star demo on a lossless
-// link), while a lone packet's loss is the tail latency the probe is for
-// (with the hold on it, the p99 of 64-byte WRITEs at 1% loss was 310 to
-// 870 us, against 240 to 330). Not the pause allowance: a silence
-// the acks proved a pause may have been the fabric's queues, and a probe
-// timeout widened by them recovered a dead plane 30% slower in the
-// simulator.
-func (c *Conn) pto(now Time) Duration {
+// the RTO (§8.4). Not the peer's hold, though the RTO allows for it: a
+// probe resends one packet, spuriously at each pause of the peer's engine
+// longer than two RTTs (25 to 47 a run in the star demo on a lossless
+// link), but the probe is what recovers a lost tail, and a flight's probe
+// timeout widened by the hold took the star's goodput at 1 to 5% loss from
+// 2.7-3.0 to 1.7-2.2 Gb/s (demo -sweep).
+func (c *Conn) pto() Duration {
 	s := &c.snd
 	if !s.rtt.have {
 		return s.rto
@@ -99,11 +93,7 @@ func (c *Conn) pto(now Time) Duration {
 	if c.young() {
 		srtt = max(srtt, c.ep.dataRTT.srtt) // rtoNow
 	}
-	hold := c.ep.cfg.AckDelay
-	if s.inflight > 1 {
-		hold = max(hold, s.hold.get(now))
-	}
-	return min(max(2*srtt+hold, c.ep.cfg.MinPathTimeout), s.rto)
+	return min(max(2*srtt+c.ep.cfg.AckDelay, c.ep.cfg.MinPathTimeout), s.rto)
 }
 
 // lossDelay is how long after its transmission a hole that later packets

@@ -483,7 +483,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 		s.rto = max(s.rto, c.rtoNow(now))
 	}
 	if !s.tlpFired {
-		s.tlpDeadline = now + Time(c.pto(now))
+		s.tlpDeadline = now + Time(c.pto())
 	}
 	if s.rtoDeadline == 0 {
 		s.rtoDeadline = now + Time(s.rto)
