@@ -29,12 +29,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 	if c := a.Credit(); c > 0 {
 		s.credit = int(min(c, uint32(wire.MaxRecvWindow)))
 	}
-	if ts := Time(a.EchoTimestamp()); ts != 0 && ts <= now {
-		// The echoed packet cannot have been held longer than it has
-		// been out: a larger AckDelay is a peer's error, and as hold it
-		// would stretch this connection's timers (§8.4) up to MaxRTO.
-		s.hold.raise(now, min(Duration(a.AckDelay()), Duration(now-ts)))
-	}
+	s.hold.raise(now, Duration(a.AckDelay()))
 	s.lastAckAt = now
 	c.proveHole(now, cum, a.EchoTimestamp(), false) // holes.go
 	if ts := Time(a.EchoTimestamp()); s.frtoAt != 0 && ts != 0 && ts < s.frtoAt {
