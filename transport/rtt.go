@@ -80,10 +80,10 @@ func (r *rttEstimator) rto(initial Duration) Duration {
 // receiver's ack delay (RFC 8985 §7.2), at least MinPathTimeout, at most
 // the RTO (§8.4). Not the peer's hold, though the RTO allows for it: a
 // probe resends one packet, spuriously at each pause of the peer's engine
-// longer than two RTTs (25 to 47 a run in the star demo on a lossless
-// link), but the probe is what recovers a lost tail, and a flight's probe
-// timeout widened by the hold took the star's goodput at 1 to 5% loss from
-// 2.7-3.0 to 1.7-2.2 Gb/s (demo -sweep).
+// longer than two RTTs (10 to 27 a run from the sender in the star demo
+// on a lossless link), but the probe is what recovers a lost tail, and a
+// flight's probe timeout widened by the hold took the star's goodput at 1
+// to 5% loss from 2.7-3.2 to 1.7-2.2 Gb/s (demo -sweep).
 func (c *Conn) pto() Duration {
 	s := &c.snd
 	if !s.rtt.have {
