@@ -20,8 +20,9 @@ import (
 func TestEnginesOverMemLink(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	la, lb := dataplane.NewMemPair(a, b, 9000, 0.01, 1)
-	// The controller metaroced runs on a host (docs/spec.md §8.9.4): real
-	// time on shared cores is what collapses metaroce's delay loop.
+	// The send window alone: the in-memory link stamps no arrivals, so
+	// real time on shared cores would be in every fabric sample a
+	// controller took (docs/spec.md §8.9.4); this test is about the engines.
 	cfg := transport.Config{Congestion: transport.CongestionNone}
 	epA, err := transport.NewEndpoint(cfg, a)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestTimestampsAtHandoff(t *testing.T) {
 	ma, mb := dataplane.NewMemPair(a, b, 2048, 0, 1)
 	la := &stampLink{Link: ma, got: map[uint64]transport.Time{}}
 	lb := &stampLink{Link: mb, got: map[uint64]transport.Time{}}
-	cfg := transport.Config{Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	cfg := transport.Config{Congestion: transport.CongestionNone} // the send window alone: the test is about the link
 	gc := gentest.Config{Size: 65536, Slots: 16, Seed: 3, Peer: b, Messages: 300, Streams: 2}
 	writeOver(t, a, la, lb, cfg, gc, func(ea, eb *dataplane.Engine) {
 		la.eng.Store(ea)

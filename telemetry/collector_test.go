@@ -34,7 +34,7 @@ type pair struct {
 }
 
 func newPair(t *testing.T, messages int) *pair {
-	return newPairCC(t, messages, transport.CongestionNone) // metaroced's on a host (spec §8.9.4)
+	return newPairCC(t, messages, transport.CongestionNone) // the send window alone: these tests are about the counters
 }
 
 // newPairCC is newPair with both endpoints running congestion controller

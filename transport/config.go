@@ -34,6 +34,14 @@ type Config struct {
 	// (batching, scheduling) into every sample, so a software dataplane
 	// needs more than a NIC-timestamped fabric.
 	TargetQueue Duration
+	// PacingBurst is how far ahead of its rate the pacer lets a
+	// connection send: a token bucket that deep, in time at the pacing
+	// rate (docs/spec.md §8.9.4). 0, a packet per interval, where a NIC
+	// paces; on a software link, which hands the kernel a batch of
+	// packets per system call, enough for a batch at the rates where
+	// that call's cost counts, and no more than half of TargetQueue (a
+	// burst adds at most its own length of queueing).
+	PacingBurst Duration
 	// MTU is the IP MTU of the links. The payload per packet is derived
 	// from it for the worst case (IPv6): MTU - 40 (IPv6) - 8 (UDP) -
 	// 64 (data header) - 4 (CRC32C).
@@ -141,6 +149,10 @@ type Config struct {
 	Seed uint64
 }
 
+// maxPacingBurst bounds PacingBurst: a millisecond's burst is a standing
+// queue, not pacing.
+const maxPacingBurst = time.Millisecond
+
 // Defaults are the values Validate fills in. Each has its reason:
 var Defaults = Config{
 	Mode: ModeMetaRoCE,
@@ -154,6 +166,7 @@ var Defaults = Config{
 	BaseRTT:       10 * time.Microsecond, // one switch hop and two NIC traversals
 	InitialWindow: 16 * 1024,             // a few packets: 32 senders x 16 KiB fit any switch buffer
 	TargetQueue:   congestion.Defaults.Metaroce.TargetQueue,
+	PacingBurst:   0,    // a NIC paces every packet; a software host bursts (control/config)
 	MTU:           1500, // what a commodity Ethernet fabric runs unless told otherwise
 	// 16 paths: on an 8-way ECMP stage each uplink is left unused with
 	// probability (7/8)^16 ~ 0.12 and about 2 entropy values share one;
@@ -360,6 +373,9 @@ func (c *Config) Validate() error {
 	}
 	if !pow2(c.RecvWindow) || c.RecvWindow > wire.MaxRecvWindow {
 		bad("recv window %d: want a power of two up to %d", c.RecvWindow, wire.MaxRecvWindow)
+	}
+	if c.PacingBurst < 0 || c.PacingBurst > maxPacingBurst {
+		bad("pacing burst %v: want 0..%v", c.PacingBurst, maxPacingBurst)
 	}
 	if c.SendWindow < 1 || c.SendWindow > wire.MaxRecvWindow {
 		bad("send window %d: want 1..%d", c.SendWindow, wire.MaxRecvWindow)

@@ -207,9 +207,7 @@ func (c *Conn) buildRepair(now Time, buf []byte) (int, int) {
 	if s.cc != nil {
 		// Paced like data, so a window of voids does not leave as one
 		// burst; not in flight, so the controller's window is not told.
-		if rate := s.cc.PacingRate(); rate > 0 {
-			s.nextTx = max(s.nextTx, now) + Time(float64(n*8)*1e9/float64(rate))
-		}
+		s.pace(now, n)
 	}
 	c.ep.stats.RepairVoidsSent++
 	return n, pi

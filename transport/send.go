@@ -215,13 +215,21 @@ type sender struct {
 	ackedBytes    int  // newly acked since the last OnAck
 	nextTx        Time // the pacer's next release
 	paceTimer     Time
-	mp            int // negotiated payload bytes per packet
+	// paceHold: once the pacer has held the connection back, nothing
+	// leaves before this time, when a whole burst is due (pace).
+	paceHold Time
+	// paceCredit: how far nextTx may lag now (PacingBurst less a
+	// packet's interval at the pacer's last rate).
+	paceCredit Time
+	burst      Time // Config.PacingBurst
+	mp         int  // negotiated payload bytes per packet
 }
 
 func (s *sender) init(cfg *Config, window, msgWindow int, entropy func() uint16, seed uint64, st sendStore) {
 	n := nextPow2(window)
 	s.window = window
 	s.credit = window
+	s.burst = Time(cfg.PacingBurst)
 	// The packet, message and job tables start small and grow (grow.go).
 	np := startLen(initPkts, n, cap(st.pkts))
 	s.pkts = reuse(st.pkts, np)
@@ -337,10 +345,53 @@ func (s *sender) windowOpen() bool {
 	if s.credit < w {
 		w = s.credit
 	}
-	if s.cc != nil && s.inflightBytes >= s.cc.Window() {
+	if s.cc != nil && s.inflightBytes >= s.ccWindow() {
 		return false
 	}
 	return int(s.una.Distance(s.nextPSN)) < w
+}
+
+// pace charges the pacer for a packet of n bytes sent at now. The pacer
+// is a token bucket PacingBurst deep (in time at the controller's rate):
+// nextTx is when the next packet's token is due, and the credit a
+// connection saved while it had nothing to send (or its engine came
+// late) may be spent at once, up to PacingBurst's worth. Once the pacer
+// has held the connection back it lets nothing go until a whole burst is
+// due (paceHold), so a flow paced below the link leaves in bursts of
+// PacingBurst at its rate, not a packet per engine iteration: a software
+// link hands packets to the kernel a batch per system call, and paced a
+// packet at a time it cost a call per packet (docs/spec.md §8.9.4). A
+// burst's bytes reach a bottleneck that drains at least at the rate in
+// PacingBurst, so it adds at most that much queueing delay. With
+// PacingBurst 0 every packet waits for its own interval.
+func (s *sender) pace(now Time, n int) {
+	rate := s.cc.PacingRate()
+	if rate == 0 {
+		return
+	}
+	gap := Time(float64(n*8) * 1e9 / float64(rate))
+	s.paceCredit = max(s.burst-gap, 0)
+	s.nextTx = max(s.nextTx, now-s.paceCredit) + gap
+}
+
+// ccWindow is how many bytes the controller lets be in flight: its
+// window, which is what the fabric holds (the controller sizes it on
+// fabric samples, §8.9.4), plus what its rate puts into the hosts' share
+// of the round trip, the smoothed host delay (fabric.go): bytes that have
+// arrived and wait for the receiver's engine or for the sender's to read
+// their ack are in flight to the transport but hold no queue in the
+// fabric. Without them a window sized for a 20 us fabric round trip
+// limits a flow whose round trip is 300 us with its hosts' waits to
+// window/300 us (docs/spec.md §8.9.4). Where the link stamps no arrival
+// (the simulator) the host delay is 0 and this is the window.
+func (s *sender) ccWindow() int {
+	w := s.cc.Window()
+	if h := s.fabric.host; h > 0 {
+		if rate := s.cc.PacingRate(); rate > 0 {
+			w += int(float64(rate) / 8 * h.Seconds())
+		}
+	}
+	return w
 }
 
 func (s *sender) hasData() bool {
@@ -354,9 +405,13 @@ func (s *sender) hasData() bool {
 // path, or 0 when nothing can be sent now.
 func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 	s := &c.snd
-	if s.nextTx > now {
-		// Paced: nothing leaves before the pacer's release time.
-		s.paceTimer = s.nextTx
+	if s.nextTx > now || s.paceHold > now {
+		// Paced: nothing leaves before the pacer's release time, and
+		// once held, not before a whole burst is due.
+		if s.paceHold <= now {
+			s.paceHold = s.nextTx + s.paceCredit
+		}
+		s.paceTimer = s.paceHold
 		return 0, 0
 	}
 	if s.repairing() {
@@ -471,11 +526,7 @@ func (c *Conn) emit(now Time, buf []byte, psn wire.PSN, r *pktRec, pi int, flags
 	s.inflightBytes += int(r.n)
 	if s.cc != nil {
 		s.cc.OnSent(int64(now), int(r.n)+wire.DataLen+wire.TrailerLen)
-		if rate := s.cc.PacingRate(); rate > 0 {
-			// Release the next packet when this one would have left at
-			// the allowed rate.
-			s.nextTx = max(s.nextTx, now) + Time(float64((int(r.n)+wire.DataLen+wire.TrailerLen)*8)*1e9/float64(rate))
-		}
+		s.pace(now, int(r.n)+wire.DataLen+wire.TrailerLen)
 	}
 	if c.young() {
 		// The endpoint's round trips may have grown since this

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -32,7 +33,7 @@ func TestDefaults(t *testing.T) {
 	if c.Port != wire.DefaultPort || c.MTU != transport.Defaults.MTU || c.Paths != transport.Defaults.Paths {
 		t.Errorf("port %d mtu %d paths %d", c.Port, c.MTU, c.Paths)
 	}
-	if c.Congestion != "none" || c.DSCPData != 26 || c.DSCPControl != 48 {
+	if c.Congestion != "metaroce" || c.DSCPData != 26 || c.DSCPControl != 48 {
 		t.Errorf("congestion %q dscp %d/%d", c.Congestion, c.DSCPData, c.DSCPControl)
 	}
 	if c.ControlSocket != "/run/metaroced/control.sock" || c.SocketMode != 0o660 || c.SocketGroup != "" {
@@ -44,9 +45,12 @@ func TestDefaults(t *testing.T) {
 	if l := c.Limits; l.MaxSessions < 1 || l.MaxRegionsPerSession < 1 || l.MaxRegionBytesPerSession < 1 || l.MaxQPsPerSession < 1 {
 		t.Errorf("limits %+v", l)
 	}
-	// The transport's defaults are its own, untouched.
-	if got := c.TransportConfig(); got != transport.Defaults {
-		t.Errorf("TransportConfig() = %+v\nwant transport.Defaults %+v", got, transport.Defaults)
+	// The transport's defaults are its own but for a software host's
+	// target queue and pacing burst (docs/spec.md §8.9.4).
+	wt := transport.Defaults
+	wt.TargetQueue, wt.PacingBurst = 100*time.Microsecond, 200*time.Microsecond
+	if got := c.TransportConfig(); got != wt {
+		t.Errorf("TransportConfig() = %+v\nwant %+v", got, wt)
 	}
 	d := Defaults()
 	if err := d.Validate(); err == nil || err.Error() != "interfaces: at least one interface is required" {

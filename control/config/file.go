@@ -106,6 +106,7 @@ type fileTransport struct {
 	BaseRTT       leaf[time.Duration] `yaml:"base_rtt"`
 	InitialWindow leaf[int]           `yaml:"initial_window"`
 	TargetQueue   leaf[time.Duration] `yaml:"target_queue"`
+	PacingBurst   leaf[time.Duration] `yaml:"pacing_burst"`
 	RateHint      leaf[string]        `yaml:"rate_hint"`
 }
 
@@ -326,6 +327,7 @@ func (f *fileConfig) apply(c *Config, source string) error {
 	set(&t.BaseRTT, ft.BaseRTT)
 	set(&t.InitialWindow, ft.InitialWindow)
 	set(&t.TargetQueue, ft.TargetQueue)
+	set(&t.PacingBurst, ft.PacingBurst)
 	set(&t.RateHint, ft.RateHint)
 	return errors.Join(errs...)
 }

@@ -56,7 +56,7 @@ func runPairWith(t *testing.T, a, b *testnet.Host, v6 bool, mtu, messages int, i
 	if fa.Attachment.Mode != bpf.ModeNative {
 		t.Errorf("veth attach mode %v, want native", fa.Attachment.Mode)
 	}
-	cfg := transport.Config{MTU: mtu, Congestion: transport.CongestionNone} // metaroced's on a host (spec §8.9.4)
+	cfg := transport.Config{MTU: mtu, Congestion: transport.CongestionNone} // the send window alone: the test is about the link
 	epA, err := transport.NewEndpoint(cfg, fa.Local)
 	if err != nil {
 		t.Fatal(err)

@@ -69,9 +69,16 @@ func Pair(t testing.TB) (*Host, *Host) {
 func Start(t testing.TB, addr netip.Addr, link dataplane.Link, cfg transport.Config, limits config.Limits, sock string) *Host {
 	t.Helper()
 	if cfg.Congestion == "" {
-		// As metaroced: its default controller, not the simulator's
-		// (docs/spec.md §8.9.4).
-		cfg.Congestion = config.Defaults().Congestion
+		// As metaroced: its controller, with a software host's target
+		// queue and pacing burst (docs/spec.md §8.9.4).
+		d := config.Defaults()
+		cfg.Congestion = d.Congestion
+		if cfg.TargetQueue == 0 {
+			cfg.TargetQueue = d.Transport.TargetQueue
+		}
+		if cfg.PacingBurst == 0 {
+			cfg.PacingBurst = d.Transport.PacingBurst
+		}
 	}
 	ep, err := transport.NewEndpoint(cfg, addr)
 	if err != nil {

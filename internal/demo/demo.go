@@ -168,7 +168,7 @@ func Run(args []string, out io.Writer) error {
 	cli.SizeVar(fs, &o.udpBytes, "udp-bytes", 64<<20, "bytes of WRITEs over the UDP backend")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "run over IPv6")
 	cli.DurationVar(fs, &o.duration, "baseline-duration", 2*time.Second, "duration of each baseline measurement")
-	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default, none; docs/spec.md §8.9.4)")
+	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default, metaroce; docs/spec.md §8.9.4)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
