@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 	// The transport's defaults are its own but for a software host's
 	// target queue and pacing burst (docs/spec.md §8.9.4).
 	wt := transport.Defaults
-	wt.TargetQueue, wt.PacingBurst = 100*time.Microsecond, 200*time.Microsecond
+	wt.TargetQueue, wt.PacingBurst = 200*time.Microsecond, 200*time.Microsecond
 	if got := c.TransportConfig(); got != wt {
 		t.Errorf("TransportConfig() = %+v\nwant %+v", got, wt)
 	}

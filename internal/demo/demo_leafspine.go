@@ -15,6 +15,8 @@ import (
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/transport"
+	"github.com/metaroce/metaroce/wire"
 )
 
 // The leaf-spine demo: metaroce WRITEs from a host on leaf 0 to a host on
@@ -45,7 +47,13 @@ type LeafSpineResult struct {
 	GoodputBefore float64 `json:"goodput_before_gbps"`
 	GoodputDuring float64 `json:"goodput_during_gbps"`
 	GoodputAfter  float64 `json:"goodput_after_gbps"`
-	RecoveryMs    float64 `json:"recovery_ms"` // -1: never back at 90% of the after-level
+	// PayloadCeiling is the most WRITE payload the spines carry before
+	// the cut: their bit rate times the share of a full frame that is
+	// payload (at the daemons' MTU, with this run's IP header and
+	// Ethernet's 14 bytes, which tbf counts). After the cut it is
+	// (spines-1)/spines of this.
+	PayloadCeiling float64 `json:"payload_ceiling_before_gbps"`
+	RecoveryMs     float64 `json:"recovery_ms"` // -1: never back at 90% of the after-level
 	// RecoveryResMs is recovery_ms's resolution: its trailing window lies
 	// after the cut, so a transfer that never dips reads this.
 	RecoveryResMs float64 `json:"recovery_resolution_ms"`
@@ -236,6 +244,7 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 	res := &LeafSpineResult{Topology: "leafspine", Spines: len(f.Spines), HostsPerLeaf: o.hosts,
 		SpineRateBps: o.spineRate, CutSpine: o.cutSpine, CutMode: o.cutMode.String(), Backend: o.backend,
 		SampleMs: float64(o.sample) / 1e6}
+	res.PayloadCeiling = payloadCeiling(float64(o.spineRate)*float64(len(f.Spines)), o.ipv6)
 
 	extra := fmt.Sprintf("paths: %d\n", o.paths)
 	extra += ccYAML(o.cc)
@@ -513,13 +522,28 @@ func goodputOf(s []sample) func(a, b time.Time) float64 {
 	}
 }
 
+// payloadCeiling is the WRITE payload, in Gb/s, that bps of link carries
+// in full packets at the transport's default MTU, the one the demo's
+// daemons run.
+func payloadCeiling(bps float64, ipv6 bool) float64 {
+	cfg := transport.Defaults
+	payload := cfg.MaxPayload()
+	ip := 20
+	if ipv6 {
+		ip = 40
+	}
+	frame := payload + wire.DataLen + wire.TrailerLen + 8 + ip + 14 // UDP, IP, Ethernet
+	return bps * float64(payload) / float64(frame) / 1e9
+}
+
 func printLeafSpine(w io.Writer, r *LeafSpineResult) {
 	fmt.Fprintf(w, "metaroce demo: leaf-spine, 2 leaves x %d hosts, %d spines, %.0f Mb/s per leaf-spine link; spine %d cut (%s)\n",
 		r.HostsPerLeaf, r.Spines, float64(r.SpineRateBps)/1e6, r.CutSpine, r.CutMode)
 	fmt.Fprintf(w, "metaroce   %d WRITEs of verified data (%s backend): verified %v, %d lost, %d bytes\n",
 		r.Messages, r.Backend, r.DataVerified, r.MessagesLost, r.BytesVerified)
-	fmt.Fprintf(w, "goodput    before %.3f Gb/s, during %.3f (lowest %.0f ms sample %.3f), after %.3f\n",
-		r.GoodputBefore, r.GoodputDuring, r.SampleMs, r.MinAfterCut, r.GoodputAfter)
+	fmt.Fprintf(w, "goodput    before %.3f Gb/s, during %.3f (lowest %.0f ms sample %.3f), after %.3f; the payload the spines carry: %.3f before, %.3f after\n",
+		r.GoodputBefore, r.GoodputDuring, r.SampleMs, r.MinAfterCut, r.GoodputAfter,
+		r.PayloadCeiling, r.PayloadCeiling*float64(r.Spines-1)/float64(r.Spines))
 	if r.Recovered {
 		fmt.Fprintf(w, "recovery   %.0f ms to 90%% of the after-level; %.0f ms of stalls after the cut (%d paths retired, %d retransmitted)\n",
 			r.RecoveryMs, r.StallMs, r.PathsRetired, r.Retransmitted)

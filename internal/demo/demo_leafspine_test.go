@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -49,6 +50,11 @@ func TestLeafSpineDemo(t *testing.T) {
 	if r.GoodputBefore <= 0 || r.GoodputAfter <= 0 {
 		t.Errorf("goodput before %v after %v, want both measured", r.GoodputBefore, r.GoodputAfter)
 	}
+	// No more payload than the spines carry (2% for the sampling's edges).
+	after := r.PayloadCeiling * float64(r.Spines-1) / float64(r.Spines)
+	if r.GoodputBefore > 1.02*r.PayloadCeiling || r.GoodputAfter > 1.02*after {
+		t.Errorf("goodput before %v after %v, above the spines' payload ceiling %v and %v", r.GoodputBefore, r.GoodputAfter, r.PayloadCeiling, after)
+	}
 	if !r.Recovered || r.RecoveryMs <= 0 {
 		t.Errorf("no recovery measured: recovered %v, recovery_ms %v", r.Recovered, r.RecoveryMs)
 	}
@@ -62,5 +68,17 @@ func TestLeafSpineDemo(t *testing.T) {
 	}
 	if len(r.Errors) > 0 {
 		t.Errorf("errors: %v", r.Errors)
+	}
+}
+
+// TestPayloadCeiling: a full 1500-byte packet over IPv4 is a 1494-byte
+// frame (1384 bytes of payload, 64 of header, 4 of CRC, UDP, IPv4 and
+// Ethernet) and over IPv6 a 1514-byte one.
+func TestPayloadCeiling(t *testing.T) {
+	if got, want := payloadCeiling(1e9, false), 1384.0/1494; math.Abs(got-want) > 1e-9 {
+		t.Errorf("IPv4: %v Gb/s of payload per Gb/s, want %v", got, want)
+	}
+	if got, want := payloadCeiling(1e9, true), 1384.0/1514; math.Abs(got-want) > 1e-9 {
+		t.Errorf("IPv6: %v Gb/s of payload per Gb/s, want %v", got, want)
 	}
 }
