@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/congestion"
+	"github.com/metaroce/metaroce/control/config"
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/internal/perf"
@@ -58,9 +59,12 @@ type DemoResult struct {
 	BackendWhy       string  `json:"backend_note,omitempty"`
 	Loss             float64 `json:"loss"`
 	MTU              int     `json:"mtu"`
-	SwitchDropped    uint64  `json:"switch_dropped"`
-	Retransmitted    uint64  `json:"packets_retransmitted"`
-	PacketsSent      uint64  `json:"packets_sent"`
+	// Congestion is the daemons' congestion controller: -cc's, or
+	// metaroced's default.
+	Congestion    string `json:"congestion"`
+	SwitchDropped uint64 `json:"switch_dropped"`
+	Retransmitted uint64 `json:"packets_retransmitted"`
+	PacketsSent   uint64 `json:"packets_sent"`
 	// AcksReceived is the acks and NACKs that came back to the sender:
 	// each is a packet the hosts' kernels carry too.
 	AcksReceived uint64 `json:"acks_received"`
@@ -127,6 +131,15 @@ func ccYAML(name string) string {
 		return ""
 	}
 	return "congestion: " + name + "\n"
+}
+
+// daemonCC is the controller the daemons run for -cc name: name, or
+// metaroced's default when it is empty.
+func daemonCC(name string) string {
+	if name == "" {
+		return config.Defaults().Congestion
+	}
+	return name
 }
 
 // checkCC refuses a congestion controller the daemons do not have,
@@ -252,7 +265,7 @@ func demo(o demoOpts) (*DemoResult, error) {
 	if o.ipv6 {
 		peer = b.IPv6
 	}
-	res := &DemoResult{Loss: o.loss, MTU: o.mtu}
+	res := &DemoResult{Loss: o.loss, MTU: o.mtu, Congestion: daemonCC(o.cc)}
 
 	// metaroce over AF_XDP: bandwidth, then latency, each a perf server
 	// on b and a client on a, separate processes.

@@ -34,6 +34,7 @@ type LeafSpineResult struct {
 	CutSpine     int     `json:"cut_spine"`
 	CutMode      string  `json:"cut_mode"`
 	Backend      string  `json:"backend"`
+	Congestion   string  `json:"congestion"` // the daemons' controller (DemoResult's)
 	SampleMs     float64 `json:"sample_ms"`
 
 	// OK is the verdict: every part ran without error, every WRITE was
@@ -242,7 +243,7 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		peer = b.IPv6
 	}
 	res := &LeafSpineResult{Topology: "leafspine", Spines: len(f.Spines), HostsPerLeaf: o.hosts,
-		SpineRateBps: o.spineRate, CutSpine: o.cutSpine, CutMode: o.cutMode.String(), Backend: o.backend,
+		SpineRateBps: o.spineRate, CutSpine: o.cutSpine, CutMode: o.cutMode.String(), Backend: o.backend, Congestion: daemonCC(o.cc),
 		SampleMs: float64(o.sample) / 1e6}
 	res.PayloadCeiling = payloadCeiling(float64(o.spineRate)*float64(len(f.Spines)), o.ipv6)
 

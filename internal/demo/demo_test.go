@@ -79,6 +79,10 @@ func TestDemoJSON(t *testing.T) {
 	if m["data_verified"] != true || m["messages"] != float64(256+200) || m["backend"] != "afxdp" {
 		t.Errorf("verified %v messages %v backend %v", m["data_verified"], m["messages"], m["backend"])
 	}
+	// Without -cc the daemons run metaroced's default controller.
+	if m["congestion"] != "metaroce" {
+		t.Errorf("congestion %v, want metaroce (metaroced's default)", m["congestion"])
+	}
 	for _, k := range []string{"goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us", "write_ack_rtt_p50_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
 		if v, _ := m[k].(float64); v <= 0 {
 			t.Errorf("%s = %v, want a measured figure (errors: %v)", k, m[k], m["errors"])
