@@ -267,6 +267,7 @@ var transportKeys = []struct{ prefix, key string }{
 	{"paths ", "paths"},
 	{"recv window ", "transport.recv_window"},
 	{"send window ", "transport.send_window"},
+	{"pacing burst ", "transport.pacing_burst"},
 	{"message window ", "transport.msg_window"},
 	{"receive queue ", "transport.recv_queue"},
 	{"max streams ", "transport.max_streams"},

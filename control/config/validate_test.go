@@ -128,6 +128,8 @@ func TestValidateErrors(t *testing.T) {
 		{"max qps", func(c *Config) { c.Limits.MaxQPsPerSession = 0 }, "limits.max_qps_per_session: 0: want at least 1"},
 
 		// The transport's own rules, under the keys they concern.
+		{"pacing burst", func(c *Config) { c.Transport.PacingBurst = 2 * time.Millisecond },
+			"transport.pacing_burst: pacing burst 2ms: want 0..1ms"},
 		{"send window", func(c *Config) { c.Transport.SendWindow = -1 },
 			"transport.send_window: send window -1: want 1..65536"},
 		{"recv window", func(c *Config) { c.Transport.RecvWindow = 1000 },
