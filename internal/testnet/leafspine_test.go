@@ -7,13 +7,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // portsFlow sends per datagrams from each source port in ports, from one
 // host to another, and returns how many arrived from each port. Each source
 // port is its own socket, so each is its own flow for the leaves' L4 hash.
-// The sender paces itself so that no socket buffer overflows: a missing
-// datagram is one the fabric dropped.
+// The sender paces itself and the receiver's buffer holds every datagram
+// of the run, so that no socket buffer overflows: a missing datagram is one
+// the fabric dropped.
 func portsFlow(t *testing.T, from, to *Host, v6 bool, ports []uint16, dport uint16, per int) map[uint16]int {
 	t.Helper()
 	network, src, dst := "udp4", from.IPv4, to.IPv4
@@ -25,6 +28,12 @@ func portsFlow(t *testing.T, from, to *Host, v6 bool, ports []uint16, dport uint
 		t.Fatal(err)
 	}
 	defer rx.Close()
+	// Room for all of them (each takes ~1 KiB of buffer): on a loaded
+	// machine the reader can be descheduled for milliseconds, and the
+	// default 208 KiB then overflowed (470 of 512 arrived in one CI run).
+	if err := forceRcvBuf(rx, len(ports)*per*2048); err != nil {
+		t.Fatal(err)
+	}
 	raddr := rx.LocalAddr().(*net.UDPAddr).AddrPort()
 	var txs []*net.UDPConn
 	defer func() {
@@ -67,6 +76,22 @@ func portsFlow(t *testing.T, from, to *Host, v6 bool, ports []uint16, dport uint
 	}
 	wg.Wait()
 	return got
+}
+
+// forceRcvBuf sets c's receive buffer to n bytes past net.core.rmem_max
+// (SO_RCVBUFFORCE: the tests run as root).
+func forceRcvBuf(c *net.UDPConn, n int) error {
+	sc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // countDelta reads the spines' counters and returns the difference from
