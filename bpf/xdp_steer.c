@@ -208,8 +208,10 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 	// §5.1), so neither includes the time the packet then waits in the
 	// RX ring for a busy or descheduled engine. A driver without
 	// metadata support refuses the adjustment, and the engine then
-	// stamps the packet itself when it takes it from the ring.
-	if (!frags && bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
+	// stamps the packet itself when it takes it from the ring. A
+	// multi-buffer frame is stamped too: the metadata sits before its
+	// first buffer, and AF_XDP copies it into the chain's first chunk.
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
 		void *data = (void *)(long)ctx->data;
 		__u64 *meta = (void *)(long)ctx->data_meta;
 

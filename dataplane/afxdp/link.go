@@ -117,7 +117,11 @@ type Link struct {
 	descPerPkt int  // TX descriptors a packet takes at most
 	asm        xsk.Assembler
 	chain      int // scratch slot of the chain being gathered, -1 if none
-	scratch    scratch
+	// chainArrival is the arrival stamp of the chain being gathered,
+	// read from its first descriptor's chunk (the only one with
+	// metadata before it).
+	chainArrival int64
+	scratch      scratch
 }
 
 // Open opens the socket. It must run in the interface's network namespace.
@@ -205,6 +209,7 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 				var sb []byte
 				l.chain, sb = l.scratch.get() // nil when none is free: dropped
 				l.asm.Start(sb)
+				l.chainArrival = l.takeArrival(d.Addr)
 			}
 			pkt, st := l.asm.Add(l.sock.Frame(d.Addr, d.Len), d.More())
 			pool.Put(d.Addr)
@@ -219,7 +224,7 @@ func (l *Link) Receive(batch []dataplane.RxPacket) int {
 				continue
 			}
 			l.Stats.RxChained++
-			buf, handle = pkt, scratchHandle|uint64(slot)
+			buf, handle, arrival = pkt, scratchHandle|uint64(slot), l.chainArrival
 		}
 		if err := l.parser.Parse(buf, &l.f); err != nil {
 			if r, ok := err.(frame.Reason); ok && int(r) < len(l.Stats.RxBadFrame) {
@@ -251,8 +256,8 @@ const metaLen = 8
 // addr and zeroes it, so a frame the program could not stamp next time
 // (a driver that refuses bpf_xdp_adjust_meta) reads 0, unknown, rather than
 // an earlier packet's time; 0 also when the frame has no room before the
-// packet. Multi-buffer packets carry no metadata (the program does not
-// stamp them).
+// packet. A multi-buffer packet's metadata is before its first buffer
+// only (Receive reads it there).
 func (l *Link) takeArrival(addr uint64) int64 {
 	if addr-l.sock.Pool().FrameStart(addr) < metaLen {
 		return 0
