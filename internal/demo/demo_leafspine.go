@@ -31,6 +31,7 @@ type LeafSpineResult struct {
 	Spines       int     `json:"spines"`
 	HostsPerLeaf int     `json:"hosts_per_leaf"`
 	SpineRateBps uint64  `json:"spine_link_rate_bps"`
+	MTU          int     `json:"mtu"` // every link's, the daemons' and TCP's
 	CutSpine     int     `json:"cut_spine"`
 	CutMode      string  `json:"cut_mode"`
 	Backend      string  `json:"backend"`
@@ -83,10 +84,11 @@ type LeafSpineResult struct {
 // SpineShare is one spine's forwarded packets (its nft counters) during
 // the metaroce run, before and after the cut.
 type SpineShare struct {
-	Spine  int     `json:"spine"`
-	Before uint64  `json:"before_cut"`
-	After  uint64  `json:"after_cut"`
-	Share  float64 `json:"share_before_cut"`
+	Spine       int     `json:"spine"`
+	Before      uint64  `json:"before_cut"`
+	After       uint64  `json:"after_cut"`
+	Share       float64 `json:"share_before_cut"`
+	BytesBefore uint64  `json:"bytes_before_cut"` // IP bytes of the packets before the cut
 }
 
 // Windows are the measurement windows, in ms relative to the cut.
@@ -122,6 +124,7 @@ type leafSpineOpts struct {
 	series    bool
 	paths     int
 	cc        string
+	mtu       int
 }
 
 // demoTopologyArg returns the -topology value in args, if any: runDemo
@@ -150,6 +153,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 	// the connection; 64 puts 16 +- 3.5 on each.
 	fs.IntVar(&o.paths, "paths", 64, "logical paths per connection (the daemons' paths setting)")
 	fs.StringVar(&o.cc, "cc", "", "congestion controller of the daemons (empty: the daemon's default)")
+	fs.IntVar(&o.mtu, "mtu", 1500, "IP MTU of every link, 576 to 9000: the daemons and the TCP flows run at it")
 	cli.IntSizeVar(fs, &o.size, "size", 64<<10, "bytes per WRITE")
 	cli.DurationVar(fs, &o.before, "before", 1500*time.Millisecond, "traffic before the cut")
 	cli.DurationVar(fs, &o.after, "after", 2500*time.Millisecond, "traffic after the cut (at the rate measured before it)")
@@ -174,7 +178,7 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 		return cli.UsageError("-cut %q: want blackhole or linkdown", *cut)
 	}
 	if err := cli.Check(cli.Int("size", o.size, 1, 1<<30), cli.Int("hosts-per-leaf", o.hosts, 1, 8), cli.Int("paths", o.paths, 1, 256),
-		cli.Int("tcp-flows", o.tcpFlows, 0, 256)); err != nil {
+		cli.Int("tcp-flows", o.tcpFlows, 0, 256), cli.Int("mtu", o.mtu, 576, 9000)); err != nil {
 		return err
 	}
 	if err := cli.CheckRate("spine-rate", o.spineRate, 1e6, 1e12); err != nil {
@@ -220,7 +224,8 @@ func runLeafSpineDemo(args []string, out io.Writer) error {
 
 func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 	testnet.Sweep()
-	f, err := testnet.OpenLeafSpine(testnet.LeafSpineConfig{HostsPerLeaf: o.hosts, SpineRate: o.spineRate})
+	f, err := testnet.OpenLeafSpine(testnet.LeafSpineConfig{HostsPerLeaf: o.hosts, SpineRate: o.spineRate,
+		Link: testnet.LinkConfig{MTU: o.mtu}})
 	if err != nil {
 		return nil, err
 	}
@@ -243,11 +248,11 @@ func leafSpineDemo(o leafSpineOpts) (*LeafSpineResult, error) {
 		peer = b.IPv6
 	}
 	res := &LeafSpineResult{Topology: "leafspine", Spines: len(f.Spines), HostsPerLeaf: o.hosts,
-		SpineRateBps: o.spineRate, CutSpine: o.cutSpine, CutMode: o.cutMode.String(), Backend: o.backend, Congestion: daemonCC(o.cc),
+		SpineRateBps: o.spineRate, MTU: o.mtu, CutSpine: o.cutSpine, CutMode: o.cutMode.String(), Backend: o.backend, Congestion: daemonCC(o.cc),
 		SampleMs: float64(o.sample) / 1e6}
-	res.PayloadCeiling = payloadCeiling(float64(o.spineRate)*float64(len(f.Spines)), o.ipv6)
+	res.PayloadCeiling = payloadCeiling(float64(o.spineRate)*float64(len(f.Spines)), o.mtu, o.ipv6)
 
-	extra := fmt.Sprintf("paths: %d\n", o.paths)
+	extra := fmt.Sprintf("paths: %d\nmtu: %d\n", o.paths, o.mtu)
 	extra += ccYAML(o.cc)
 	err = withDaemonsYAML(self, dir, o.backend, o.ipv6, a, b, extra, func(ca, cb *daemon.Client) error {
 		flow, err := openCutFlow(context.Background(), filepath.Join(dir, a.Label+"-"+o.backend+".sock"),
@@ -396,7 +401,7 @@ func spineShares(c0, cCut, c1 []testnet.SpineCount) []SpineShare {
 	var total uint64
 	for i := range c1 {
 		b, a := cCut[i].Sub(c0[i]), c1[i].Sub(cCut[i])
-		out = append(out, SpineShare{Spine: i, Before: b.Packets, After: a.Packets})
+		out = append(out, SpineShare{Spine: i, Before: b.Packets, After: a.Packets, BytesBefore: b.Bytes})
 		total += b.Packets
 	}
 	for i := range out {
@@ -524,10 +529,10 @@ func goodputOf(s []sample) func(a, b time.Time) float64 {
 }
 
 // payloadCeiling is the WRITE payload, in Gb/s, that bps of link carries
-// in full packets at the transport's default MTU, the one the demo's
-// daemons run.
-func payloadCeiling(bps float64, ipv6 bool) float64 {
+// in full packets at the daemons' MTU.
+func payloadCeiling(bps float64, mtu int, ipv6 bool) float64 {
 	cfg := transport.Defaults
+	cfg.MTU = mtu
 	payload := cfg.MaxPayload()
 	ip := 20
 	if ipv6 {
@@ -538,8 +543,8 @@ func payloadCeiling(bps float64, ipv6 bool) float64 {
 }
 
 func printLeafSpine(w io.Writer, r *LeafSpineResult) {
-	fmt.Fprintf(w, "metaroce demo: leaf-spine, 2 leaves x %d hosts, %d spines, %.0f Mb/s per leaf-spine link; spine %d cut (%s)\n",
-		r.HostsPerLeaf, r.Spines, float64(r.SpineRateBps)/1e6, r.CutSpine, r.CutMode)
+	fmt.Fprintf(w, "metaroce demo: leaf-spine, 2 leaves x %d hosts, %d spines, %.0f Mb/s per leaf-spine link, MTU %d; spine %d cut (%s)\n",
+		r.HostsPerLeaf, r.Spines, float64(r.SpineRateBps)/1e6, r.MTU, r.CutSpine, r.CutMode)
 	fmt.Fprintf(w, "metaroce   %d WRITEs of verified data (%s backend): verified %v, %d lost, %d bytes\n",
 		r.Messages, r.Backend, r.DataVerified, r.MessagesLost, r.BytesVerified)
 	fmt.Fprintf(w, "goodput    before %.3f Gb/s, during %.3f (lowest %.0f ms sample %.3f), after %.3f; the payload the spines carry: %.3f before, %.3f after\n",
