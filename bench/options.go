@@ -161,6 +161,17 @@ type RawResult struct {
 	FrameGbps float64 `json:"frame_gbps"`
 	// SentPPS is frames A's socket took per second in the window.
 	SentPPS float64 `json:"sent_pps"`
+	// SenderCPUNsPerFrame is the blasting thread's CPU time in the window
+	// per frame sent, and SenderKernelShare the part of it in the kernel
+	// (internal/threadcpu): on copy-mode veth its transmit call runs the
+	// receiving side's path too, so this is what a frame costs the
+	// sending core whatever runs above the socket. SinkCPUNsPerFrame and
+	// SinkKernelShare are the receiving thread's per frame received.
+	// Zero when the threads' CPU could not be read.
+	SenderCPUNsPerFrame float64 `json:"sender_cpu_ns_per_frame,omitempty"`
+	SenderKernelShare   float64 `json:"sender_kernel_share,omitempty"`
+	SinkCPUNsPerFrame   float64 `json:"sink_cpu_ns_per_frame,omitempty"`
+	SinkKernelShare     float64 `json:"sink_kernel_share,omitempty"`
 	// Sent, Received and Lost count frames over the whole run, after the
 	// drain: Lost = Sent - Received.
 	Sent     uint64 `json:"sent"`

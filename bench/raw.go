@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/internal/testnet"
+	"github.com/metaroce/metaroce/internal/threadcpu"
 	"github.com/metaroce/metaroce/wire/frame"
+	"golang.org/x/sys/unix"
 )
 
 // rawBackend is one AF_XDP layer driving the four loops of a raw run. Both
@@ -213,11 +215,21 @@ func measureRate(ctx context.Context, a, b *testnet.Host, be rawBackend, t templ
 		return false, errors.Join(err, blastW.err, sinkW.err)
 	}
 	s0, g0, t0 := r.sent.Load(), r.received.Load(), time.Now()
+	tx0, rx0 := blastW.cpu(), sinkW.cpu()
 	if err := sleep(ctx, opts.Duration-warm, blastW.done, sinkW.done); err != nil {
 		stop()
 		return false, errors.Join(err, blastW.err, sinkW.err)
 	}
 	s1, g1, t1 := r.sent.Load(), r.received.Load(), time.Now()
+	tx1, rx1 := blastW.cpu(), sinkW.cpu()
+	if tx0.Total > 0 && s1 > s0 {
+		u := tx1.Sub(tx0)
+		res.SenderCPUNsPerFrame, res.SenderKernelShare = float64(u.Total)/float64(s1-s0), u.KernelShare()
+	}
+	if rx0.Total > 0 && g1 > g0 {
+		u := rx1.Sub(rx0)
+		res.SinkCPUNsPerFrame, res.SinkKernelShare = float64(u.Total)/float64(g1-g0), u.KernelShare()
+	}
 
 	// Drain: the blaster empties its TX ring and returns; the sink runs on
 	// until nothing has arrived for drainQuiet.
@@ -374,6 +386,18 @@ type worker struct {
 	done   chan struct{}
 	err    error // set before done is closed
 	pinned bool  // set before done is closed
+	tid    atomic.Int64
+}
+
+// cpu reads the worker's thread's CPU time (zero before the thread has
+// started or when it cannot be read).
+func (w *worker) cpu() threadcpu.Usage {
+	if tid := w.tid.Load(); tid != 0 {
+		if u, err := threadcpu.Read(int(tid)); err == nil {
+			return u
+		}
+	}
+	return threadcpu.Usage{}
 }
 
 func startWorker(cpu int, fn func() error) *worker {
@@ -383,6 +407,7 @@ func startWorker(cpu int, fn func() error) *worker {
 		unpin, pinned := lockAndPin(cpu)
 		defer unpin()
 		w.pinned = pinned
+		w.tid.Store(int64(unix.Gettid()))
 		w.err = protect(fn)
 	}()
 	return w

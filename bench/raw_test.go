@@ -36,6 +36,13 @@ func checkRaw(t *testing.T, res RawResult, err error, backend string) {
 	if res.PPS <= 0 || res.Gbps <= 0 || res.Received == 0 || res.Received > res.Sent {
 		t.Errorf("rate: %.0f pps, %.3f Gb/s, %d of %d received", res.PPS, res.Gbps, res.Received, res.Sent)
 	}
+	// The blaster's thread spins in its transmit calls the whole window:
+	// it has CPU per frame, and on copy-mode veth most of it in the kernel
+	// (the receiving side's path runs inside the call). 0.3 leaves room
+	// for a window of few clock ticks.
+	if res.SenderCPUNsPerFrame <= 0 || res.SenderKernelShare < 0.3 || res.SenderKernelShare > 1 {
+		t.Errorf("sender CPU %.0f ns a frame, kernel share %.2f", res.SenderCPUNsPerFrame, res.SenderKernelShare)
+	}
 	if res.Lost != res.Sent-res.Received {
 		t.Errorf("lost %d != sent %d - received %d", res.Lost, res.Sent, res.Received)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/metaroce/metaroce/internal/threadcpu"
 	"github.com/metaroce/metaroce/ring"
 	"github.com/metaroce/metaroce/transport"
 )
@@ -102,6 +103,9 @@ type Engine struct {
 	// so the loop must not read the real one mid-iteration.
 	fakeClock bool
 
+	// tid is the engine's thread (Run locks it), 0 before Run: ThreadID.
+	tid atomic.Int64
+
 	// runnable samples the runtime's count of goroutines waiting for a P;
 	// runnableLooks counts the looks in a row that found some (goRunnable).
 	runnable      [1]metrics.Sample
@@ -157,6 +161,37 @@ func (e *Engine) Endpoint() *transport.Endpoint { return e.ep }
 // Link returns the link.
 func (e *Engine) Link() Link { return e.link }
 
+// EngineCPU is an engine thread's CPU time so far (internal/threadcpu):
+// its polling, its transport work, and the kernel's work inside its
+// system calls, which on copy-mode AF_XDP over veth includes the whole
+// path to the receiving socket (docs/platform.md).
+type EngineCPU struct {
+	Nanos     uint64 `json:"ns"`        // on a CPU, exact (schedstat)
+	UserNanos uint64 `json:"user_ns"`   // in user space, from clock ticks scaled to the total
+	SysNanos  uint64 `json:"system_ns"` // in the kernel, likewise
+}
+
+// CPU reads the engine thread's CPU time, nil when Run is not running (or
+// /proc cannot be read). It reads two small /proc files: for status and
+// scrapes, not for the loop.
+func (e *Engine) CPU() *EngineCPU {
+	tid := e.ThreadID()
+	if tid == 0 {
+		return nil
+	}
+	u, err := threadcpu.Read(tid)
+	if err != nil {
+		return nil
+	}
+	return &EngineCPU{Nanos: uint64(u.Total), UserNanos: uint64(u.User), SysNanos: uint64(u.System)}
+}
+
+// ThreadID is the operating-system thread Run polls on (Run locks it for
+// its whole life), 0 when Run is not running: for reading the engine's
+// CPU time from outside it (internal/threadcpu) without a system call in
+// its loop.
+func (e *Engine) ThreadID() int { return int(e.tid.Load()) }
+
 // PinnedCPU is the CPU the engine's thread is pinned to (EngineConfig.CPU),
 // and false when it is not pinned.
 func (e *Engine) PinnedCPU() (int, bool) { return e.cfg.CPU, e.cfg.PinSet && e.cfg.CPU >= 0 }
@@ -203,6 +238,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer close(e.stopped)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	e.tid.Store(int64(unix.Gettid()))
+	defer e.tid.Store(0)
 	if e.cfg.PinSet && e.cfg.CPU >= 0 {
 		var set unix.CPUSet
 		set.Set(e.cfg.CPU)

@@ -105,6 +105,10 @@ func collectEngine(ch chan<- prometheus.Metric, e *EngineSnapshot) {
 	counter(ch, engineSleeps, ec.Sleeps, l...)
 	ch <- prometheus.MustNewConstMetric(engineBusy, prometheus.CounterValue, seconds(ec.BusyNanos), l...)
 	ch <- prometheus.MustNewConstMetric(engineIdle, prometheus.CounterValue, seconds(ec.IdleNanos), l...)
+	if c := ec.CPU; c != nil {
+		ch <- prometheus.MustNewConstMetric(engineCPU, prometheus.CounterValue, seconds(c.UserNanos), with("user")...)
+		ch <- prometheus.MustNewConstMetric(engineCPU, prometheus.CounterValue, seconds(c.SysNanos), with("system")...)
+	}
 	counter(ch, linkRxPackets, ec.RxPackets, l...)
 	counter(ch, linkTxPackets, ec.TxPackets, l...)
 	counter(ch, linkRxBatches, ec.RxBatches, l...)

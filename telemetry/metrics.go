@@ -31,6 +31,7 @@ var (
 	engineIterations = desc("engine_iterations_total", "Engine loop iterations.", eng...)
 	engineSleeps     = desc("engine_sleeps_total", "Times the idle engine blocked waiting for packets or a timer.", eng...)
 	engineBusy       = desc("engine_busy_seconds_total", "Time the engine spent in iterations that found work.", eng...)
+	engineCPU        = desc("engine_cpu_seconds_total", "CPU time of the engine's thread, by mode: user (its polling and transport work) or system (the kernel's, inside its system calls; on copy-mode AF_XDP over veth that includes the receiving side's path).", engL("mode")...)
 	engineIdle       = desc("engine_idle_seconds_total", "Time the engine spent spinning or blocked without work.", eng...)
 
 	linkRxPackets   = desc("link_rx_packets_total", "Packets the engine took from its link (its NIC queue or socket).", eng...)

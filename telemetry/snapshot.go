@@ -108,6 +108,8 @@ type EngineCounters struct {
 	FromPeers   uint64 `json:"from_peers"`
 	BusyNanos   uint64 `json:"busy_ns"`
 	IdleNanos   uint64 `json:"idle_ns"`
+	// CPU is the engine thread's CPU time (nil when it is not running).
+	CPU *dataplane.EngineCPU `json:"cpu,omitempty"`
 }
 
 // EngineSnapshot is one engine: its queue, counters, connections.
@@ -278,6 +280,7 @@ func Take(ctx context.Context, engines []Engine, opts Options) *Snapshot {
 			TxShort: st.TxShort.Load(), Forwarded: st.Forwarded.Load(), FromPeers: st.FromPeers.Load(),
 			RxStamped: st.RxStamped.Load(), RxWaitNanos: st.RxWaitNanos.Load(),
 			BusyNanos: st.BusyNanos.Load(), IdleNanos: st.IdleNanos.Load(),
+			CPU: en.Engine.CPU(),
 		}
 		if en.UDP != nil {
 			c := en.UDP.Counters()

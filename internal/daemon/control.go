@@ -70,7 +70,11 @@ type EngineStatus struct {
 	// BusyNanos and IdleNanos split the engine's time between iterations
 	// that found work and those that did not (sleeping included).
 	BusyNanos uint64 `json:"busy_ns"`
-	IdleNanos uint64 `json:"idle_ns"`
+	// CPU is the engine thread's CPU time so far (internal/threadcpu):
+	// what its polling, its transport work and the kernel's work inside
+	// its system calls cost. Absent for an engine not running.
+	CPU       *dataplane.EngineCPU `json:"cpu,omitempty"`
+	IdleNanos uint64               `json:"idle_ns"`
 	// Planes: the engine's part of each plane, for an engine over
 	// several (plane_interfaces).
 	Planes []PlaneStatus `json:"planes,omitempty"`
@@ -178,7 +182,8 @@ func (d *Daemon) handle(ctx context.Context, req *Request, resp *Response) error
 				RxPackets: en.e.Stats.RxPackets.Load(), TxPackets: en.e.Stats.TxPackets.Load(),
 				Sleeps: en.e.Stats.Sleeps.Load(), Iterations: en.e.Stats.Iterations.Load(),
 				Yields: en.e.Stats.Yields.Load(), YieldStalls: en.e.Stats.YieldStalls.Load(),
-				BusyNanos: en.e.Stats.BusyNanos.Load(), IdleNanos: en.e.Stats.IdleNanos.Load()}
+				BusyNanos: en.e.Stats.BusyNanos.Load(), IdleNanos: en.e.Stats.IdleNanos.Load(),
+				CPU: en.e.CPU()}
 			if err := en.e.Do(ctx, func(transport.Time) {
 				st.Transport = *en.ep.Stats()
 				st.Conns = en.ep.Conns()

@@ -126,10 +126,21 @@ func TestMultiQueueDaemons(t *testing.T) {
 		t.Fatalf("second engine after the transfer: %d packets sent, %d iterations, busy %d ns, idle %d ns",
 			e.TxPackets, e.Iterations, e.BusyNanos, e.IdleNanos)
 	}
+	// And what its thread cost: a polling engine has run since the start.
+	for i, e := range st.Engines {
+		if c := e.CPU; c == nil || c.Nanos == 0 || c.UserNanos+c.SysNanos == 0 {
+			t.Fatalf("engine %d: CPU %+v after the transfer", i, c)
+		}
+	}
 	// Telemetry sees both engines, each answering its own snapshot.
 	if err := ca.Watch(WatchParams{Count: 1}, func(s *telemetry.Snapshot) error {
 		if len(s.Engines) != 2 || !s.Engines[0].Responsive || !s.Engines[1].Responsive || s.Engines[1].Queue != 1 {
 			t.Errorf("snapshot engines: %+v", s.Engines)
+		}
+		for i := range s.Engines {
+			if c := s.Engines[i].Engine.CPU; c == nil || c.Nanos == 0 {
+				t.Errorf("snapshot engine %d: CPU %+v", i, c)
+			}
 		}
 		return nil
 	}); err != nil {

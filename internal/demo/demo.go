@@ -79,8 +79,16 @@ type DemoResult struct {
 	ReceiverDuplicates uint64  `json:"receiver_duplicates"`
 	ReceiverXSKDropped uint64  `json:"receiver_xsk_dropped"`
 	UDPBackendGbps     float64 `json:"udp_backend_gbps"`
-	RawAFXDPGbps       float64 `json:"raw_afxdp_gbps"`
-	RawAFXDPRTTP50us   float64 `json:"raw_afxdp_rtt_p50_us"`
+	// SenderCPU and ReceiverCPU are the two engines' CPU per packet in the
+	// bandwidth test (demo_cpu.go), beside the raw baseline's sending
+	// thread's per frame (RawSenderCPUNsPerFrame, its kernel share
+	// RawSenderKernelShare): where the sending core's time goes.
+	SenderCPU              *EngineCPU `json:"sender_engine_cpu,omitempty"`
+	ReceiverCPU            *EngineCPU `json:"receiver_engine_cpu,omitempty"`
+	RawSenderCPUNsPerFrame float64    `json:"raw_sender_cpu_ns_per_frame,omitempty"`
+	RawSenderKernelShare   float64    `json:"raw_sender_kernel_share,omitempty"`
+	RawAFXDPGbps           float64    `json:"raw_afxdp_gbps"`
+	RawAFXDPRTTP50us       float64    `json:"raw_afxdp_rtt_p50_us"`
 	// TCPRTTP50us is a TCP ping-pong's round trip (64 bytes, TCP_NODELAY,
 	// blocking reads and writes) through the same lossy switch.
 	TCPRTTP50us float64 `json:"tcp_rtt_p50_us"`
@@ -282,7 +290,9 @@ func demo(o demoOpts) (*DemoResult, error) {
 		inf := st.Engines[0].Link
 		res.Backend, res.XDPMode, res.ZeroCopy, res.BackendWhy = inf.Backend, inf.XDPMode, inf.ZeroCopy, inf.Why
 		msgs := max(1, o.bytes/int64(o.size))
+		sa, sb := sampleCPU(ca, true, cpuEvery), sampleCPU(cb, false, cpuEvery)
 		bw, err := runPerfPair(self, dir, "afxdp", a, b, peer, 18515, "write-bw", fmt.Sprintf("-s %d -n %d -seed 5", o.size, msgs))
+		res.SenderCPU, res.ReceiverCPU = sa.result(), sb.result()
 		if err != nil {
 			return fmt.Errorf("perf write-bw: %w", err)
 		}
@@ -543,6 +553,13 @@ func printDemo(w io.Writer, r *DemoResult) {
 	fmt.Fprintf(w, "baselines  raw AF_XDP %.2f Gb/s (round trip p50 %.1f us), Linux TCP %.2f Gb/s (offloads on: %.2f; ping-pong round trip p50 %.1f us)\n",
 		r.RawAFXDPGbps, r.RawAFXDPRTTP50us, r.TCPGbps, r.TCPOffloadsOnGbps, r.TCPRTTP50us)
 	fmt.Fprintf(w, "ratios     %.2f of raw AF_XDP, %.2fx TCP\n", r.GoodputVsRaw, r.GoodputVsTCP)
+	if s := r.SenderCPU; s != nil {
+		fmt.Fprintf(w, "CPU        sending engine %.0f ns a packet (%.0f%% in the kernel)", s.NsPerPacket, 100*s.KernelShare)
+		if c := r.ReceiverCPU; c != nil {
+			fmt.Fprintf(w, ", receiving engine %.0f ns (%.0f%%)", c.NsPerPacket, 100*c.KernelShare)
+		}
+		fmt.Fprintf(w, "; raw AF_XDP sender %.0f ns a frame (%.0f%%)\n", r.RawSenderCPUNsPerFrame, 100*r.RawSenderKernelShare)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error      %s\n", e)
 	}

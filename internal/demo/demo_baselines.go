@@ -38,6 +38,7 @@ func baselines(res *DemoResult, star *testnet.Star, o demoOpts) {
 	if r, err := bench.RawAFXDP(ctx, a, b, ro); err == nil {
 		bl.RawAFXDP = &r
 		res.RawAFXDPGbps, res.RawAFXDPRTTP50us = r.Gbps, r.LatP50
+		res.RawSenderCPUNsPerFrame, res.RawSenderKernelShare = r.SenderCPUNsPerFrame, r.SenderKernelShare
 	} else {
 		res.Errors = append(res.Errors, fmt.Sprintf("raw AF_XDP baseline: %v", err))
 	}

@@ -53,7 +53,7 @@ func TestDemoJSON(t *testing.T) {
 		t.Skip("the demo needs root (network namespaces, XDP, AF_XDP)")
 	}
 	var out bytes.Buffer
-	args := strings.Fields("-json -bytes 16777216 -lat-count 200 -udp-bytes 4194304 -baseline-duration 300ms")
+	args := strings.Fields("-json -bytes 67108864 -lat-count 200 -udp-bytes 4194304 -baseline-duration 300ms")
 	if err := Run(args, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -75,17 +75,29 @@ func TestDemoJSON(t *testing.T) {
 			t.Errorf("JSON still has %q", k)
 		}
 	}
-	// 16 MiB of 64 KiB WRITEs and 200 latency round trips.
-	if m["data_verified"] != true || m["messages"] != float64(256+200) || m["backend"] != "afxdp" {
+	// 64 MiB of 64 KiB WRITEs and 200 latency round trips.
+	if m["data_verified"] != true || m["messages"] != float64(1024+200) || m["backend"] != "afxdp" {
 		t.Errorf("verified %v messages %v backend %v", m["data_verified"], m["messages"], m["backend"])
 	}
 	// Without -cc the daemons run metaroced's default controller.
 	if m["congestion"] != "metaroce" {
 		t.Errorf("congestion %v, want metaroce (metaroced's default)", m["congestion"])
 	}
-	for _, k := range []string{"goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us", "write_ack_rtt_p50_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps"} {
+	for _, k := range []string{"goodput_gbps", "write_rtt_p50_us", "write_rtt_p99_us", "write_ack_rtt_p50_us", "udp_backend_gbps", "raw_afxdp_gbps", "tcp_gbps",
+		"raw_sender_cpu_ns_per_frame", "raw_sender_kernel_share"} {
 		if v, _ := m[k].(float64); v <= 0 {
 			t.Errorf("%s = %v, want a measured figure (errors: %v)", k, m[k], m["errors"])
+		}
+	}
+	// The engines' CPU over the bandwidth test (at least 170 ms at 3 Gb/s,
+	// sampled every 50 ms): the sender's packets are most of what it sent.
+	for _, k := range []string{"sender_engine_cpu", "receiver_engine_cpu"} {
+		c, _ := m[k].(map[string]any)
+		ns, _ := c["ns_per_packet"].(float64)
+		share, _ := c["kernel_share"].(float64)
+		pk, _ := c["packets"].(float64)
+		if ns <= 0 || share < 0 || share > 1 || pk < 1000 {
+			t.Errorf("%s = %v, want CPU per packet over a window of the test", k, m[k])
 		}
 	}
 }
