@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metaroce/metaroce/control/config"
+	"github.com/metaroce/metaroce/dataplane"
 	"github.com/metaroce/metaroce/internal/cli"
 	"github.com/metaroce/metaroce/internal/daemon"
 	"github.com/metaroce/metaroce/telemetry"
@@ -156,15 +157,15 @@ func table(out io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(out, 0,
 // writeStatus prints the engines and the interfaces' XDP counters.
 func writeStatus(out io.Writer, s *telemetry.Snapshot) {
 	tw := table(out)
-	fmt.Fprintln(tw, "IFACE\tQUEUE\tBACKEND\tXDP\tZEROCOPY\tCONNS\tPATHS A/S\tRX PKTS\tTX PKTS\tRX BYTES\tTX BYTES\tDROPS\tRETX\tBUSY\tOK")
+	fmt.Fprintln(tw, "IFACE\tQUEUE\tBACKEND\tXDP\tZEROCOPY\tCONNS\tPATHS A/S\tRX PKTS\tTX PKTS\tRX BYTES\tTX BYTES\tDROPS\tRETX\tBUSY\tCPU (KERNEL)\tOK")
 	for i := range s.Engines {
 		e := &s.Engines[i]
 		t := &e.Transport
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d/%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
 			e.Iface, e.Queue, e.Link.Backend, dash(e.Link.XDPMode), yesNo(e.Link.ZeroCopy),
 			e.Conns.Total, e.Conns.PathsActive, e.Conns.PathsSuspect,
 			e.Engine.RxPackets, e.Engine.TxPackets, bytesStr(float64(t.RxBytes)), bytesStr(float64(t.TxBytes)),
-			drops(e), t.DataRetransmitted, busy(e.Engine.BusyNanos, e.Engine.IdleNanos), yesNo(e.Responsive))
+			drops(e), t.DataRetransmitted, busy(e.Engine.BusyNanos, e.Engine.IdleNanos), cpuStr(e.Engine.CPU), yesNo(e.Responsive))
 	}
 	tw.Flush()
 	for _, is := range s.Ifaces {
@@ -299,6 +300,32 @@ func busy(b, i uint64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(100*float64(b)/float64(b+i), 'f', 1, 64) + "%"
+}
+
+// cpuStr is an engine thread's CPU time so far and the kernel's share of
+// it ("12.3s (74%)"), "-" when the engine is not running.
+func cpuStr(c *dataplane.EngineCPU) string {
+	if c == nil {
+		return "-"
+	}
+	s := time.Duration(c.Nanos).Round(100 * time.Millisecond).String()
+	if u := c.UserNanos + c.SysNanos; u > 0 {
+		s += " (" + strconv.FormatFloat(100*float64(c.SysNanos)/float64(u), 'f', 0, 64) + "%)"
+	}
+	return s
+}
+
+// cpuRate is the share of one CPU an engine's thread used between two
+// snapshots dt seconds apart, and the kernel's part of it ("87% (74%)").
+func cpuRate(cur, old *dataplane.EngineCPU, dt float64) string {
+	if cur == nil || old == nil || dt <= 0 || cur.Nanos < old.Nanos {
+		return "-"
+	}
+	s := strconv.FormatFloat(100*float64(cur.Nanos-old.Nanos)/1e9/dt, 'f', 0, 64) + "%"
+	if u, k := cur.UserNanos-old.UserNanos, cur.SysNanos-old.SysNanos; cur.UserNanos >= old.UserNanos && cur.SysNanos >= old.SysNanos && u+k > 0 {
+		s += " (" + strconv.FormatFloat(100*float64(k)/float64(u+k), 'f', 0, 64) + "%)"
+	}
+	return s
 }
 
 func durStr(ns int64) string {

@@ -12,7 +12,8 @@ import (
 
 func cannedSnapshot(at time.Time, sent uint64) *telemetry.Snapshot {
 	e := telemetry.EngineSnapshot{Iface: "eth0", Queue: 1, Link: dataplane.LinkInfo{Backend: "afxdp", XDPMode: "native"},
-		Responsive: true, Engine: telemetry.EngineCounters{RxPackets: 10 * sent, TxPackets: 20, BusyNanos: 1, IdleNanos: 3}}
+		Responsive: true, Engine: telemetry.EngineCounters{RxPackets: 10 * sent, TxPackets: 20, BusyNanos: 1, IdleNanos: 3,
+			CPU: &dataplane.EngineCPU{Nanos: 12_250_000_000, UserNanos: 3e9, SysNanos: 9e9}}}
 	e.Transport.RxBytes, e.Transport.TxBytes = 1000*sent, 2048
 	e.Transport.RxUnknownConn = 2
 	e.Conns.Total, e.Conns.PathsActive, e.Conns.PathsSuspect = 1, 15, 1
@@ -28,7 +29,7 @@ func TestTables(t *testing.T) {
 	s := cannedSnapshot(t0, 1000)
 	var b strings.Builder
 	writeStatus(&b, s)
-	for _, want := range []string{"eth0", "afxdp", "native", "15/1", "10000", "25.0%", "yes"} {
+	for _, want := range []string{"eth0", "afxdp", "native", "15/1", "10000", "25.0%", "12.3s (75%)", "yes"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, b.String())
 		}
@@ -58,9 +59,12 @@ func TestTables(t *testing.T) {
 		}
 	}
 	b.Reset()
-	writeTop(&b, s, cannedSnapshot(t0.Add(time.Second), 126000))
-	// 125000 more bytes sent in a second: 1.0 Mb/s; 1.25 M more packets.
-	for _, want := range []string{"1.0Mb/s", "1250000"} {
+	next := cannedSnapshot(t0.Add(time.Second), 126000)
+	next.Engines[0].Engine.CPU = &dataplane.EngineCPU{Nanos: 12_250_000_000 + 870_000_000, UserNanos: 3e9 + 250e6, SysNanos: 9e9 + 750e6}
+	writeTop(&b, s, next)
+	// 125000 more bytes sent in a second: 1.0 Mb/s; 1.25 M more packets;
+	// 0.87 s of CPU in it, three quarters in the kernel.
+	for _, want := range []string{"1.0Mb/s", "1250000", "87% (75%)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("top lacks %q:\n%s", want, b.String())
 		}

@@ -72,7 +72,7 @@ func writeTop(out io.Writer, prev, s *telemetry.Snapshot) {
 	}
 	fmt.Fprintf(out, "metaroce top  %s  (Ctrl-C to quit)\n\n", s.Time.Format(time.TimeOnly))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IFACE\tQUEUE\tBACKEND\tCONNS\tRX PPS\tTX PPS\tRX\tTX\tRETX/s\tDROPS/s\tBUSY\tPATHS A/S")
+	fmt.Fprintln(tw, "IFACE\tQUEUE\tBACKEND\tCONNS\tRX PPS\tTX PPS\tRX\tTX\tRETX/s\tDROPS/s\tBUSY\tCPU (KERNEL)\tPATHS A/S")
 	rates := connRates{}
 	for i := range s.Engines {
 		e := &s.Engines[i]
@@ -88,7 +88,9 @@ func writeTop(out io.Writer, prev, s *telemetry.Snapshot) {
 		}
 		var rxp, txp, rxb, txb, retx, dr float64
 		bsy := busy(e.Engine.BusyNanos, e.Engine.IdleNanos)
+		cpu := "-"
 		if p != nil {
+			cpu = cpuRate(e.Engine.CPU, p.Engine.CPU, dt)
 			rxp, txp = rate(e.Engine.RxPackets, p.Engine.RxPackets), rate(e.Engine.TxPackets, p.Engine.TxPackets)
 			rxb, txb = rate(e.Transport.RxBytes, p.Transport.RxBytes), rate(e.Transport.TxBytes, p.Transport.TxBytes)
 			retx = rate(e.Transport.DataRetransmitted, p.Transport.DataRetransmitted)
@@ -104,8 +106,8 @@ func writeTop(out io.Writer, prev, s *telemetry.Snapshot) {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%s\t%d/%d\n", e.Iface, e.Queue, e.Link.Backend,
-			e.Conns.Total, rxp, txp, bitsStr(8*rxb), bitsStr(8*txb), retx, dr, bsy, e.Conns.PathsActive, e.Conns.PathsSuspect)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%.0f\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%d/%d\n", e.Iface, e.Queue, e.Link.Backend,
+			e.Conns.Total, rxp, txp, bitsStr(8*rxb), bitsStr(8*txb), retx, dr, bsy, cpu, e.Conns.PathsActive, e.Conns.PathsSuspect)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
