@@ -95,7 +95,7 @@ func (c *Conn) onAck(now Time, a wire.Ack) {
 		c.frtoDecide(now)
 		s.timeouts = 0
 		s.rto = c.rtoNow(now)
-		s.rtoDeadline, s.tlpDeadline, s.tlpFired = 0, 0, false
+		s.rtoDeadline, s.tlpDeadline, s.tlpFired, s.tlpNew = 0, 0, false, false
 		if s.inflight > 0 {
 			s.rtoDeadline = now + Time(s.rto)
 			s.tlpDeadline = now + Time(c.pto())
@@ -576,10 +576,24 @@ func (c *Conn) senderTimer(now Time) {
 	if s.tlpDeadline != 0 && now >= s.tlpDeadline {
 		s.tlpDeadline = 0
 		if !s.tlpFired && s.inflight > 0 && s.retxQ.empty() {
-			// Resend the oldest outstanding packet, on another path; its
-			// ack (or its loss) tells us about the tail.
 			s.tlpFired = true
-			if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+			if c.holding(now) && !s.segQ.empty() && int(s.una.Distance(s.nextPSN)) < min(s.window, s.credit) {
+				// The peer's acks have shown its host holding them (an
+				// engine descheduled on a shared core), so a silence is
+				// more likely a pause than a lost tail, and new data
+				// waits behind the controller's window: send one packet
+				// of it past the window (RFC 8985 §7.3). Its ack shows
+				// the peer alive, and what it leaves unacked behind it is
+				// overdue in its turn (§8.7.4); a paused peer answers it
+				// with the rest, and nothing was sent twice. Without such
+				// holds (a NIC's acks, the simulator) the oldest is
+				// resent: behind a dead spine that finds the tail a
+				// round trip sooner.
+				c.ep.stats.TailProbes++
+				s.tlpNew = true
+			} else if r := &s.pkts[uint32(s.una)&s.pktMask]; s.una != s.nextPSN && r.state == psInflight {
+				// Resend the oldest outstanding packet, on another path;
+				// its ack (or its loss) tells us about the tail.
 				c.ep.stats.TailProbes++
 				c.loseTransmission(now, int(r.path), r.pseq)
 			}

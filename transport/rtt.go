@@ -157,6 +157,13 @@ func (c *Conn) pausing(now Time) bool {
 	return c.snd.pause.get(now) > 0 || c.snd.hold.get(now) > pausingHolds*c.ep.cfg.AckDelay
 }
 
+// holding reports whether the peer's acks have shown it holding them more
+// than pausingHolds times AckDelay: pausing without the silences, which a
+// slow or dead route also makes.
+func (c *Conn) holding(now Time) bool {
+	return c.snd.hold.get(now) > pausingHolds*c.ep.cfg.AckDelay
+}
+
 // pausingHolds: see pausing.
 const pausingHolds = 4
 

@@ -175,9 +175,16 @@ type sender struct {
 	// Tail loss probe (RFC 8985 §7): with nothing after it to reveal a
 	// gap, a lost last packet would wait for the RTO (at least MinRTO);
 	// after a probe timeout of about two RTTs without an ack, the oldest
-	// outstanding packet is resent once instead.
-	tlpDeadline  Time
-	tlpFired     bool
+	// outstanding packet is resent once instead, or, when the peer is
+	// seen holding its acks and new data waits, the next new packet goes
+	// (tlpNew; spec §8.4).
+	tlpDeadline Time
+	tlpFired    bool
+	// tlpNew: the tail probe is a new packet, which may go past the
+	// controller's window and the pacer (RFC 8985 §7.3): set when the
+	// probe fires with new data to send, cleared when it is sent or an
+	// ack makes progress.
+	tlpNew       bool
 	timeouts     int
 	lossDeadline Time
 	rnrWaiting   int
@@ -345,7 +352,7 @@ func (s *sender) windowOpen() bool {
 	if s.credit < w {
 		w = s.credit
 	}
-	if s.cc != nil && s.inflightBytes >= s.ccWindow() {
+	if s.cc != nil && s.inflightBytes >= s.ccWindow() && !s.tlpNew {
 		return false
 	}
 	return int(s.una.Distance(s.nextPSN)) < w
@@ -405,7 +412,7 @@ func (s *sender) hasData() bool {
 // path, or 0 when nothing can be sent now.
 func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 	s := &c.snd
-	if s.nextTx > now || s.paceHold > now {
+	if (s.nextTx > now || s.paceHold > now) && !s.tlpNew {
 		// Paced: nothing leaves before the pacer's release time, and
 		// once held, not before a whole burst is due.
 		if s.paceHold <= now {
@@ -489,6 +496,7 @@ func (c *Conn) buildData(now Time, buf []byte) (int, int) {
 			s.growPkts() // grow.go
 		}
 		s.nextPSN++
+		s.tlpNew = false // the probe, if this was one, is sent
 		r := &s.pkts[uint32(psn)&s.pktMask]
 		*r = pktRec{msg: slot, off: off, n: n}
 		flags := uint16(0)
