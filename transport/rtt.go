@@ -154,7 +154,7 @@ func (c *Conn) hostAllowance(now Time) Duration {
 // all-to-all, at the default 10 us); an engine descheduled on a shared
 // core holds its whole receive ring for milliseconds.
 func (c *Conn) pausing(now Time) bool {
-	return c.snd.pause.get(now) > 0 || c.snd.hold.get(now) > pausingHolds*c.ep.cfg.AckDelay
+	return c.snd.pause.get(now) > 0 || c.holding(now)
 }
 
 // holding reports whether the peer's acks have shown it holding them more
