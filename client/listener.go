@@ -39,17 +39,32 @@ type ListenOptions struct {
 	// knows the service number may connect, as to a TCP port, and a scan
 	// of numbers finds it. The default is a secret token.
 	Public bool
+	// Service, if not 0, is the number to listen at instead of one the
+	// daemon draws (a port number, say, for peers that know only the
+	// address and the port). It must be Public, in 1..2^24-1, carry the
+	// engine's tag (no constraint on a daemon with one engine per
+	// interface) and be free: the daemon refuses it otherwise
+	// (ErrBadRequest, or ErrBusy when a queue pair or listener of any
+	// session holds it). docs/api.md, Listeners, has the rule.
+	Service uint32
 }
 
 // Listen makes a listener.
 func (c *Client) Listen(o ListenOptions) (*Listener, error) {
 	var r proto.Response
 	if _, err := c.do(proto.Request{Header: proto.Header{Op: proto.OpListen}, Engine: o.Engine, Backlog: o.Backlog,
-		Public: o.Public}, &r); err != nil {
+		Public: o.Public, Service: o.Service}, &r); err != nil {
 		return nil, err
 	}
 	l := &Listener{c: c, Service: r.Service, Token: r.Token}
 	l.Local, _ = netip.ParseAddr(r.Local)
+	if o.Service != 0 && (r.Service != o.Service || r.Token != 0) {
+		// A daemon that predates chosen services drew a number of its
+		// own, which no peer knows.
+		l.Close()
+		return nil, fmt.Errorf("%w: listen at service %d: the daemon answered service %d, token %#x", ErrDaemonError,
+			o.Service, r.Service, r.Token)
+	}
 	return l, nil
 }
 

@@ -197,6 +197,37 @@ func (q *QP) ConnectWith(ctx context.Context, peer netip.Addr, remote uint32, o 
 	return r.Private, nil
 }
 
+// StartConnect starts connecting the queue pair as ConnectWith does and
+// returns as soon as the daemon has sent the CONNECT (connect's nowait),
+// without waiting for the peer: the outcome is the queue pair's next
+// event (PollEvent, WaitEvent; on a shared CQ, its entry there):
+// EventConnected, or EventFailed (a refusal: Status ErrRejected) or
+// EventRetryExceeded (no answer within timeout) as ConnectWith's failure.
+// The daemon keeps sending CONNECT for timeout (0: the transport's one
+// attempt of about half a second), so a listener whose application
+// accepts later, even after calling StartConnect itself (two peers each
+// connecting to the other's listener first), is reached. An error means
+// nothing was started, and no event follows. The ACCEPT's private data is
+// not reported; a rejection's reason and data come only from ConnectWith.
+func (q *QP) StartConnect(peer netip.Addr, remote uint32, o ConnectOptions, timeout time.Duration) error {
+	if len(o.Private) > MaxPrivate {
+		return fmt.Errorf("%w: %d bytes of private data, at most %d", ErrBadRequest, len(o.Private), MaxPrivate)
+	}
+	req := proto.Request{Header: proto.Header{Op: proto.OpConnect}, QPN: q.Num, Peer: peer.String(), RemoteQPN: remote,
+		Token: o.Token, Private: o.Private, NoWait: true}
+	if timeout > 0 {
+		req.TimeoutMS = max(1, int(timeout/time.Millisecond))
+	}
+	var r proto.Response
+	was := q.state
+	q.state = QPConnecting
+	if _, err := q.c.do(req, &r); err != nil {
+		q.state = was
+		return err
+	}
+	return nil
+}
+
 // Accept waits until a remote queue pair connects to this one, and
 // returns its address.
 func (q *QP) Accept(ctx context.Context) (netip.Addr, error) {

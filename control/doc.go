@@ -63,5 +63,13 @@
 // A queue pair's number is the transport service its peer connects to:
 // Connect makes the transport connection to (peer, remote QPN); a queue
 // pair that has not connected accepts the first connection made to its
-// number, and Accept waits for it.
+// number, and Accept waits for it. A connect request waits for the
+// transport's verdict (a channel the driver signals), unless it asked not
+// to (nowait): then it is answered once the CONNECT is sent, nothing in
+// the daemon waits, and the driver, on the engine goroutine, writes the
+// verdict into the queue pair's completion queue as the connection event
+// a waiting connect would have reported. Numbers are drawn (random, with
+// the engine's tag) or, for a public listener, chosen by the application
+// within the same rule, so a CONNECT for one reaches the engine holding
+// it.
 package control

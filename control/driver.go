@@ -525,6 +525,12 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 			}
 			switch was {
 			case qpConnecting:
+				if q.nowait {
+					// No request waits to report it: the event is the
+					// only word the application gets (connectNoWait).
+					q.event(connectFailedEvent(q.reason), q.reason)
+					break
+				}
 				// The connect request reports it, and its event once it
 				// gives up (it may try again: Server.connect).
 				q.signal(connectError(c))

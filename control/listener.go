@@ -13,7 +13,11 @@ import (
 // Listeners (rdma_listen, libfabric's passive endpoint). A listener is a
 // service number on one engine, drawn like a queue pair number (random,
 // so a number seen says nothing of the next), with a token (spec §7.3)
-// that a peer's CONNECT must carry unless the listener is public. The
+// that a peer's CONNECT must carry unless the listener is public. A
+// public listener may instead have a number the application chose (a
+// port number, for peers that learn only the address and the port, as
+// libfabric's fi_getinfo service): any number the daemon could draw for
+// its engine that no queue pair or listener holds (claimService). The
 // transport holds every connection a peer makes to it Pending (its
 // cookie exchange made sure the peer is at its address) and reports it
 // as a connection request, which waits in the listener's backlog until
@@ -125,12 +129,24 @@ func (s *Server) listen(ctx context.Context, ss *session, req *proto.Request, re
 	e := s.engines[req.Engine]
 	var token uint64
 	if !req.Public {
+		if req.Service != 0 {
+			// A peer with the token out of band can have a drawn number
+			// with it, which a scan does not find: a chosen number is
+			// for peers that know nothing else.
+			return proto.Errorf(proto.CodeBadRequest,
+				"service %d with a secret token: a listener at a chosen service is public (listen with public)", req.Service)
+		}
 		var err error
 		if token, err = newToken(); err != nil {
 			return proto.Errorf(proto.CodeInternal, "%v", err)
 		}
 	}
-	service := s.newQPN(e)
+	service := req.Service
+	if service == 0 {
+		service = s.newQPN(e)
+	} else if err := s.claimService(e, service); err != nil {
+		return err
+	}
 	ln := &listener{service: service, session: ss, e: e, backlog: make([]*transport.Conn, 0, n),
 		taken: map[uint64]*transport.Conn{}, arrived: make(chan struct{}, 1)}
 	if err := e.E.Do(ctx, func(transport.Time) {

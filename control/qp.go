@@ -68,6 +68,11 @@ type qp struct {
 	// (create_qp's events); reason is why the connection closed.
 	events bool
 	reason proto.CQStatus
+	// nowait: its connect answered at once (connect's nowait), so no
+	// waiter hears how the attempt ends, and the driver reports it as
+	// the event a waiting connect posts when it gives up (Completion,
+	// OpClosed).
+	nowait bool
 	// tags: the transport carries a request's index in tags as its WRID
 	// (tag.go), so a completion finds the application's wr_id and flags;
 	// free stacks the unused indices. Both are sized once: to its own

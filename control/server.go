@@ -412,21 +412,54 @@ func (s *Server) deregister(ctx context.Context, ss *session, key uint32) error 
 	return nil
 }
 
-// newQPN draws a queue pair number no live queue pair has, with e's tag
-// in its low bits. Random, so a number seen once says nothing about the
-// next (they are the services a peer may connect to); never 0, and below
-// 2^24, so never a service the daemon listens on for itself (the
-// compliance suite's, "cmpl" and "cmpm", are above it).
+// newQPN draws a queue pair number no live queue pair or listener has,
+// with e's tag in its low bits. Random, so a number seen once says nothing
+// about the next (they are the services a peer may connect to); at least
+// proto.MinDrawn, so never a port number a listener may ask for
+// (claimService); at most proto.MaxService, so never a service the daemon
+// listens on for itself (the compliance suite's, "cmpl" and "cmpm", are
+// above it).
 func (s *Server) newQPN(e *Engine) uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		n := rand.Uint32()&0x00ffffff&^e.Mask | e.Tag
-		if n != 0 && !s.qpns[n] {
+		n := rand.Uint32()&proto.MaxService&^e.Mask | e.Tag
+		if n >= proto.MinDrawn && !s.qpns[n] {
 			s.qpns[n] = true
 			return n
 		}
 	}
+}
+
+// claimService takes n, a number the application chose, for a listener
+// on e, or says why it cannot have it. The number must be one the daemon
+// could have drawn for e, bar the floor: in 1..proto.MaxService, and with
+// e's tag in its low bits, since a CONNECT for it is handed to the
+// engine whose tag it carries (dataplane's owner), which is the one
+// holding its listener only if the tag is e's. Numbers are daemon-wide:
+// one held by any session's queue pair or listener is taken.
+func (s *Server) claimService(e *Engine, n uint32) error {
+	if n == 0 || n > proto.MaxService {
+		return proto.Errorf(proto.CodeBadRequest, "service %d: want 1..%d", n, proto.MaxService)
+	}
+	if n&e.Mask != e.Tag {
+		to := "no engine"
+		for _, o := range s.engines {
+			if o.Mask == e.Mask && o.Tag == n&e.Mask {
+				to = fmt.Sprintf("engine %d", o.engine)
+			}
+		}
+		return proto.Errorf(proto.CodeBadRequest,
+			"service %d does not carry engine %d's tag: a CONNECT for it goes to %s (want service & %#x == %#x)",
+			n, e.engine, to, e.Mask, e.Tag)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.qpns[n] {
+		return proto.Errorf(proto.CodeBusy, "service %d is in use on this daemon", n)
+	}
+	s.qpns[n] = true
+	return nil
 }
 
 func slotsOr(v, def int) (int, error) {
@@ -649,6 +682,9 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 	if req.TimeoutMS > 0 {
 		deadline = time.Now().Add(time.Duration(req.TimeoutMS) * time.Millisecond)
 	}
+	if req.NoWait {
+		return s.connectNoWait(ctx, ss, e, q, peer, req, deadline, resp)
+	}
 	for attempt := 1; ; attempt++ {
 		ch := make(chan error, 1)
 		var perr error
@@ -696,11 +732,7 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 			again = q.state == qpClosed && q.reason == proto.StatusRetryExceeded && q.waiter == nil &&
 				!deadline.IsZero() && time.Until(deadline) > 0 && ctx.Err() == nil
 			if !again && q.state == qpClosed {
-				ev := proto.EventFailed
-				if q.reason == proto.StatusRetryExceeded {
-					ev = proto.EventRetryExceeded
-				}
-				q.event(ev, q.reason)
+				q.event(connectFailedEvent(q.reason), q.reason)
 			}
 		})
 		if !again {
@@ -719,6 +751,52 @@ func (s *Server) connect(ctx context.Context, ss *session, req *proto.Request, r
 // connectGuard bounds a connect wait without a deadline; the transport's
 // CONNECT retries end it long before.
 const connectGuard = 30 * time.Second
+
+// connectNoWait starts q's connection as connect does and answers at once
+// (connect's nowait). Nothing waits for the connection afterwards, no
+// goroutine, no channel, no timer of the daemon's: the transport's
+// CONNECT schedule, carried on to the deadline if there is one
+// (ConnectUntil), is what ends an unanswered attempt, and the driver
+// reports the outcome in q's completion queue when the transport does
+// (EngineDriver.Completion: the event connected, or the failure event a
+// waiting connect posts when it gives up). A destroy_qp or the session's
+// end meanwhile closes the connection and forgets the queue pair
+// (detach), and its last completions with it. So the outcome needs an
+// event to go in: a queue pair made without events is refused.
+func (s *Server) connectNoWait(ctx context.Context, ss *session, e *Engine, q *qp, peer netip.Addr, req *proto.Request,
+	deadline time.Time, resp *proto.Response) error {
+	if !q.events {
+		return proto.Errorf(proto.CodeBadRequest,
+			"nowait connect of queue pair %d, made without events: its outcome is reported only as a connection event (create_qp with events)", q.qpn)
+	}
+	var perr error
+	if err := e.E.Do(ctx, func(now transport.Time) {
+		if perr = s.startConnect(now, ss, e, q, peer, req, nil, false); perr != nil {
+			return
+		}
+		q.nowait = true
+		if !deadline.IsZero() {
+			q.conn.ConnectUntil(now + transport.Time(time.Until(deadline)))
+		}
+	}); err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr // nothing was sent: no event follows
+	}
+	resp.QPN, resp.Peer = q.qpn, peer.String()
+	return nil
+}
+
+// connectFailedEvent is the event of a connect that failed for reason: no
+// answer (the CONNECTs went unanswered to the end) or any other failure
+// (a REJECT, a RESET).
+func connectFailedEvent(reason proto.CQStatus) proto.QPEvent {
+	if reason == proto.StatusRetryExceeded {
+		return proto.EventRetryExceeded
+	}
+	return proto.EventFailed
+}
 
 // startConnect sends a CONNECT for q (engine goroutine): from an idle
 // queue pair, or, with retry, one whose previous attempt went unanswered.

@@ -72,10 +72,12 @@ type Request struct {
 	// CQSlots and Engine.
 	CQ uint32 `json:"cq,omitempty"`
 	// listen: how many connection requests may wait (0: 64, at most
-	// MaxBacklog); get_request, accept_request, reject_request, unlisten:
-	// the listener's Service; accept_request, reject_request: the
-	// Request (from get_request); accept_request: the idle queue pair in
-	// QPN.
+	// MaxBacklog), and the Service to listen at (0: one drawn; a chosen
+	// one must be Public, in 1..MaxService, carry the engine's tag and be
+	// free: docs/api.md, Listeners); get_request, accept_request,
+	// reject_request, unlisten: the listener's Service; accept_request,
+	// reject_request: the Request (from get_request); accept_request: the
+	// idle queue pair in QPN.
 	Backlog int    `json:"backlog,omitempty"`
 	Service uint32 `json:"service,omitempty"`
 	Request uint64 `json:"request,omitempty"`
@@ -86,6 +88,13 @@ type Request struct {
 	Peer      string `json:"peer,omitempty"`
 	RemoteQPN uint32 `json:"remote_qpn,omitempty"`
 	TimeoutMS int    `json:"timeout_ms,omitempty"`
+	// connect: answer as soon as the CONNECT is sent instead of when the
+	// connection is up or has failed; the outcome is the queue pair's
+	// connection event (EventConnected, or EventFailed or
+	// EventRetryExceeded as a waiting connect reports when it gives up),
+	// so the queue pair must have been made with Events. A daemon that
+	// predates it ignores the field and waits.
+	NoWait bool `json:"nowait,omitempty"`
 	// connect: the remote queue pair's or listener's token (create_qp's
 	// or listen's Token on the peer's side, shipped out of band with its
 	// number); 0 for a public listener.
@@ -202,3 +211,14 @@ var statusNames = [...]string{"ok", "remote_access", "remote_invalid", "rnr_retr
 
 // MaxBacklog bounds a listener's waiting connection requests.
 const MaxBacklog = 4096
+
+// MaxService is the largest queue pair or service number the daemon hands
+// out (2^24-1), and so the largest a listen may ask for: the numbers
+// above are the daemon's own services (the compliance suite's).
+const MaxService = 1<<24 - 1
+
+// MinDrawn is the smallest number the daemon draws for a queue pair or a
+// listener: the numbers below it, the port numbers, are left to listeners
+// at a chosen service, so that one of those is never found taken by a
+// draw (only by another chosen listener).
+const MinDrawn = 1 << 16

@@ -343,6 +343,30 @@ struct mr_rejection {
 int mr_connect_ex(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, uint64_t token, int timeout_ms,
 		  const void *priv, size_t priv_len, struct mr_private *accept_priv, struct mr_rejection *rej);
 
+/* mr_connect_nowait starts connecting qp as mr_connect_token does, and
+ * returns MR_OK as soon as the daemon has sent the CONNECT, without
+ * waiting for the peer (connect's nowait; docs/api.md, Queue pairs): for
+ * an event loop, or two peers that each connect to the other's listener
+ * before accepting the other's request. The outcome is the queue pair's
+ * next connection event, an MR_WC_EVENT entry in its completion queue
+ * (or in its shared CQ, naming it), in order with its completions:
+ * MR_EVENT_CONNECTED; or the event mr_connect_token's failure reports,
+ * MR_EVENT_FAILED (status MR_WC_REJECTED for any refusal, MR_WC_RESET
+ * ...) or MR_EVENT_RETRY_EXCEEDED (nothing answered within timeout_ms).
+ * The daemon sends CONNECT until timeout_ms has passed (<= 0: the
+ * transport's one attempt, about half a second), so a listener whose
+ * application accepts later is still reached. The queue pair must have
+ * events (mr_qp_attr.events, or a shared CQ): MR_ERR_INVAL otherwise.
+ * Requests posted meanwhile wait in the send queue for the connection.
+ * mr_qp_state is MR_QP_CONNECTING from the call on and, on a queue pair's
+ * own CQ, follows the event (a shared CQ's entries leave it alone: use
+ * the event, or mr_query_qp). Any error means nothing was started: no
+ * event follows, and the state is as it was (a daemon that predates
+ * nowait waits instead, and then answers as mr_connect_token). The
+ * ACCEPT's private data and a rejection's reason are not reported:
+ * mr_connect_ex has them. */
+int mr_connect_nowait(struct mr_qp *qp, const char *peer, uint32_t remote_qpn, uint64_t token, int timeout_ms);
+
 /* Queue pair states, as mr_query_qp and mr_qp_state name them. */
 enum mr_qp_state {
 	MR_QP_IDLE = 0,       /* waiting for a connection to its number */
@@ -439,6 +463,23 @@ int mr_cq_wait(struct mr_cq *cq, struct mr_wc *wcs, int n, int timeout_ms);
  * daemon's 30 s, < 0 not at all; MR_ERR_CONNECT when none came. */
 int mr_listen(struct mr_ctx *ctx, int engine, int backlog, int public_listener, uint32_t *service, uint64_t *token,
 	      char *local, size_t local_len);
+/* mr_listen_service makes a public listener (token 0) at service, a
+ * number the application chose, instead of one the daemon draws: for
+ * peers that learn only the address and a port number (libfabric's
+ * service given to fi_getinfo), which connect with
+ * mr_connect_token(qp, addr, service, 0, ...). The number must be in
+ * 1..2^24-1 (MR_ERR_INVAL for 0, MR_ERR_BAD_REQUEST above) and carry the
+ * engine's connection-id tag, because a CONNECT is handed to the engine
+ * whose tag its number carries: on a daemon with one engine per
+ * interface any number does; with several, the number's low bits (the
+ * engine count rounded up to a power of two, less one, as a mask) must
+ * equal the engine's index, or MR_ERR_BAD_REQUEST says which engine it
+ * would reach (docs/api.md, Listeners). MR_ERR_BUSY while a queue pair or
+ * listener of any session on the daemon holds it; the daemon draws its
+ * own numbers from 65536 up, so a port number is taken only by another
+ * chosen listener. local (at least 64 bytes, or NULL) receives the
+ * engine's address; mr_unlisten closes it. */
+int mr_listen_service(struct mr_ctx *ctx, int engine, int backlog, uint32_t service, char *local, size_t local_len);
 int mr_get_request(struct mr_ctx *ctx, uint32_t service, int timeout_ms, uint64_t *request, char *peer,
 		   size_t peer_len);
 int mr_accept_request(struct mr_ctx *ctx, uint32_t service, uint64_t request, struct mr_qp *qp);

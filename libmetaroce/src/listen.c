@@ -51,6 +51,33 @@ int mr_listen(struct mr_ctx *ctx, int engine, int backlog, int public_listener, 
 	return MR_OK;
 }
 
+int mr_listen_service(struct mr_ctx *ctx, int engine, int backlog, uint32_t service, char *local, size_t local_len)
+{
+	if (engine < 0 || backlog < 0 || service == 0)
+		return MR_ERR_INVAL;
+	char body[144];
+	snprintf(body, sizeof body, "\"op\":\"listen\",\"engine\":%d,\"backlog\":%d,\"public\":true,\"service\":%u}",
+		 engine, backlog, service);
+	struct mr_reply r;
+	int err = mr_request(ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	if (err)
+		return err;
+	if (r.service == service && r.token == 0 && addr_ok(r.local, sizeof r.local)) {
+		if (local && local_len)
+			snprintf(local, local_len, "%s", r.local);
+		return MR_OK;
+	}
+	/* Not what was asked (a daemon that predates chosen services draws
+	 * a number, which no peer knows): close whatever it made. */
+	char why[sizeof ctx->err];
+	snprintf(why, sizeof why, "listen: asked for service %u, the daemon answered service %llu, token %llu, local %.40s",
+		 service, (unsigned long long)r.service, (unsigned long long)r.token, r.local);
+	if (r.service != 0 && r.service <= UINT32_MAX)
+		mr_unlisten(ctx, (uint32_t)r.service);
+	mr_seterr(ctx, "%s", why);
+	return MR_ERR_PROTOCOL;
+}
+
 int mr_get_request_ex(struct mr_ctx *ctx, uint32_t service, int timeout_ms, struct mr_conn_request *out)
 {
 	if (!out)

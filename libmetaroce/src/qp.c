@@ -215,6 +215,32 @@ int mr_connect_ex(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t t
 	return MR_OK;
 }
 
+int mr_connect_nowait(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t token, int timeout_ms)
+{
+	if (!peer || !valid_addr(peer, 64))
+		return MR_ERR_INVAL;
+	if (!q->events) {
+		/* The outcome comes only as an event (the daemon refuses it too). */
+		mr_seterr(q->ctx, "nowait connect of queue pair %u, made without events", q->num);
+		return MR_ERR_INVAL;
+	}
+	char body[320];
+	snprintf(body, sizeof body,
+		 "\"op\":\"connect\",\"qpn\":%u,\"peer\":\"%s\",\"remote_qpn\":%u,\"token\":%llu,\"timeout_ms\":%d,"
+		 "\"nowait\":true}",
+		 q->num, peer, remote, (unsigned long long)token, timeout_ms > 0 ? timeout_ms : 0);
+	struct mr_reply r;
+	int was = q->state;
+	/* Before the request: the event that ends CONNECTING is taken from
+	 * the completion queue only after this returns (one thread per
+	 * queue pair), and moves the state on from here. */
+	q->state = MR_QP_CONNECTING;
+	int err = mr_request(q->ctx, body, NULL, 0, &r, NULL, 0, NULL);
+	if (err)
+		q->state = was; /* nothing was started */
+	return err;
+}
+
 int mr_connect_token(struct mr_qp *q, const char *peer, uint32_t remote, uint64_t token, int timeout_ms)
 {
 	return mr_connect_ex(q, peer, remote, token, timeout_ms, NULL, 0, NULL, NULL);
