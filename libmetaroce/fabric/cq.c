@@ -98,8 +98,10 @@ static ssize_t take(struct mrp_cq *cq, void *buf, size_t count, fi_addr_t *src)
 	}
 	if (n)
 		return (ssize_t)n;
+	/* An error entry first in line is fi_cq_readerr's; entries behind a
+	 * read of none (progress only) are still there. */
 	if (cq->head != cq->tail)
-		return -FI_EAVAIL;
+		return cq->e[cq->head % MRP_CQ_LEN].err ? -FI_EAVAIL : 0;
 	if (cq->ep && cq->ep->failed)
 		return -FI_ESHUTDOWN;
 	return -FI_EAGAIN;

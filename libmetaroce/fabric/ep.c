@@ -174,6 +174,8 @@ static int new_qp(struct mrp_ep *ep, struct mr_qp **qp)
 
 int mrp_is_self(struct mrp_ep *ep, fi_addr_t dest)
 {
+	if (!ep->av || !mrp_av_live(ep->av, dest))
+		return 0;
 	const struct mrp_name *p = &ep->av->peers[dest];
 	return p->service == ep->name.service && strcmp(p->ip, ep->name.ip) == 0;
 }
@@ -194,6 +196,26 @@ static int grow_out(struct mrp_ep *ep, size_t n)
 	return 0;
 }
 
+/* mrp_ep_forget: fi_av_remove took entry a. Operations to it fail from
+ * now on; those already on its queue pair complete as they would (their
+ * slots and contexts come back), and the queue pair goes with the
+ * endpoint. Inbound connections from that peer report no source again
+ * until the peer is inserted anew. */
+void mrp_ep_forget(struct mrp_ep *ep, fi_addr_t a)
+{
+	if (a < ep->outs && ep->out[a].state != MRP_OUT_FAILED) {
+		if (ep->out[a].state == MRP_OUT_WAIT)
+			ep->nwaiting--;
+		ep->out[a].state = MRP_OUT_FAILED;
+		ep->out[a].err = FI_EINVAL;
+	}
+	for (size_t i = 0; i < ep->nin; i++)
+		if (ep->in[i]->addr == a) {
+			ep->in[i]->addr = FI_ADDR_NOTAVAIL;
+			ep->in[i]->av_seen = ep->av ? ep->av->n : 0;
+		}
+}
+
 /* out_fail ends an outbound connection: later operations to the peer fail
  * at once with err. */
 static void out_fail(struct mrp_ep *ep, struct mrp_out *o, int err)
@@ -211,7 +233,7 @@ static void out_fail(struct mrp_ep *ep, struct mrp_out *o, int err)
  * answers -FI_EAGAIN. */
 int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 {
-	if (!ep->av || dest >= (fi_addr_t)ep->av->n)
+	if (!ep->av || !mrp_av_live(ep->av, dest))
 		return -FI_EINVAL;
 	int e = grow_out(ep, ep->av->n);
 	if (e)
@@ -249,7 +271,13 @@ int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 	const struct mrp_name *p = &ep->av->peers[dest];
 	MRP_DBG("connect to %s/%u (fi_addr %llu)", p->ip, p->service, (unsigned long long)dest);
 	o->qp = qp;
-	e = mr_connect_token(qp, p->ip, p->service, p->token, 10000);
+	/* Started, not waited for: the peer's listener holds the connection
+	 * until its application's progress accepts it, and that peer may be
+	 * sending its own first message to us at this very moment (both
+	 * ends' first sends, as RDM allows). Waiting here would keep our
+	 * progress from accepting its connection while it waits for ours.
+	 * The outcome comes as a connection event on the shared CQ. */
+	e = mr_connect_nowait(qp, p->ip, p->service, p->token, MRP_READY_MS);
 	if (e) {
 		out_fail(ep, o, mrp_errno(e));
 		MRP_DBG("connect failed: %s (%s)", mr_strerror(e), mr_ctx_error(ep->dom->ctx));
@@ -257,7 +285,9 @@ int mrp_peer(struct mrp_ep *ep, fi_addr_t dest, struct mrp_out **out)
 	}
 	o->state = MRP_OUT_WAIT;
 	ep->nwaiting++;
-	o->deadline_us = mrp_now_us() + (int64_t)MRP_READY_MS * 1000;
+	/* The daemon gives up on the CONNECT by MRP_READY_MS and says so
+	 * with an event; this bounds a READY that never follows an accept. */
+	o->deadline_us = mrp_now_us() + (int64_t)(MRP_READY_MS + MRP_READY_SLACK_MS) * 1000;
 	return -FI_EAGAIN;
 }
 
@@ -319,6 +349,8 @@ static void out_wc(struct mrp_ep *ep, struct mrp_out *o, const struct mr_wc *wc)
 		}
 		return;
 	}
+	if (mrp_amo_out_wc(ep, o, wc))
+		return; /* an atomic's request or response (atomic.c) */
 	if (wc->wr_id >= MRP_OPS) {
 		if (wc->status != MR_WC_SUCCESS && wc->status != MR_WC_FLUSHED)
 			out_fail(ep, o, mrp_wc_errno(wc->status));
@@ -344,6 +376,7 @@ static void out_wc(struct mrp_ep *ep, struct mrp_out *o, const struct mr_wc *wc)
 		}
 		mrp_cq_push(ep->tx, &e);
 	}
+	mrp_count(ep, op->flags, !ok);
 	if (!ok && wc->status != MR_WC_REMOTE_ACCESS && wc->status != MR_WC_LOCAL_PROTECTION &&
 	    wc->status != MR_WC_LOCAL_LENGTH && wc->status != MR_WC_BAD_WR) {
 		/* The connection is over: later operations fail at once. */
@@ -467,6 +500,8 @@ int64_t mrp_listen_due_us(struct mrp_ep *ep)
 static int in_slot_done(struct mrp_ep *ep, struct mrp_in *in, uint32_t slot, uint32_t len)
 {
 	const uint8_t *p = in_slot(in, slot);
+	if (len && p[0] == MRP_K_AMO)
+		return mrp_amo_arrived(ep, in, p, len); /* an atomic's request (atomic.c) */
 	if (len < MRP_HDR || len > MRP_SLOT)
 		return 1; /* not ours: dropped */
 	struct mrp_hdr h;
@@ -506,6 +541,8 @@ static void in_held(struct mrp_ep *ep, struct mrp_in *in)
 /* in_wc takes one entry of an inbound queue pair. */
 static void in_wc(struct mrp_ep *ep, struct mrp_in *in, const struct mr_wc *wc)
 {
+	if (mrp_amo_in_wc(ep, in, wc))
+		return; /* an atomic's response went (atomic.c) */
 	if (wc->op == MR_WC_RECV_WRITE_IMM) {
 		/* fi_writedata's remote CQ data: the bytes are in place. */
 		if (wc->status == MR_WC_SUCCESS) {
@@ -586,6 +623,8 @@ void mrp_progress(struct mrp_ep *ep)
 			const struct mrp_qref *q = qref_find(ep, wc[i].qp_num);
 			if (!q)
 				continue; /* a queue pair given up before it was recorded */
+			if (mrp_wc_take(ep, q, &wc[i]))
+				continue; /* a transfer's request (xfer.c), which also sees every event first */
 			if (q->inbound)
 				in_wc(ep, ep->in[q->idx], &wc[i]);
 			else
@@ -604,12 +643,15 @@ void mrp_progress(struct mrp_ep *ep)
 static int ep_getname(fid_t fid, void *addr, size_t *len)
 {
 	struct mrp_ep *ep = (struct mrp_ep *)fid;
-	size_t want = sizeof ep->name;
+	if (!len || (*len && !addr))
+		return -FI_EINVAL;
+	int fmt = ep->dom->addr_format;
+	size_t want = mrp_addrlen(fmt);
 	if (*len < want) {
 		*len = want;
 		return -FI_ETOOSMALL;
 	}
-	memcpy(addr, &ep->name, want);
+	mrp_name_to_addr(fmt, &ep->name, addr);
 	*len = want;
 	return 0;
 }
@@ -634,10 +676,15 @@ static int ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		return 0;
 	}
 	case FI_CLASS_AV:
+		if (ep->av && ep->av != (struct mrp_av *)bfid)
+			return -FI_EINVAL; /* fi_addr_t values index one vector */
 		ep->av = (struct mrp_av *)bfid;
+		mrp_av_bind(ep->av, ep);
 		return 0;
 	case FI_CLASS_EQ:
 		return 0;
+	case FI_CLASS_CNTR:
+		return mrp_cntr_bind(ep, bfid, flags);
 	}
 	return -FI_EINVAL;
 }
@@ -681,7 +728,11 @@ static int ep_close(struct fid *fid)
 	if (ep->mr)
 		mr_dereg(ep->mr);
 	mr_mem_free(ep->mem);
+	mrp_amo_close(ep);
+	mrp_cntr_unbind(ep);
 	mrp_rx_close(ep);
+	if (ep->av)
+		mrp_av_unbind(ep->av, ep);
 	if (ep->tx)
 		ep->tx->ep = NULL;
 	if (ep->rx)
@@ -691,42 +742,47 @@ static int ep_close(struct fid *fid)
 	return 0;
 }
 
+/* FI_OPT_MIN_MULTI_RECV is the one endpoint option: a multi-receive
+ * buffer is released once less than it is left (recv.c). A new value
+ * holds for buffers bound to messages after it. */
 static int ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
-	(void)fid;
-	if (level == FI_OPT_ENDPOINT && optname == FI_OPT_MIN_MULTI_RECV)
+	struct mrp_ep *ep = (struct mrp_ep *)fid;
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
-	(void)optval;
-	(void)optlen;
-	return -FI_ENOPROTOOPT;
+	if (!optval || !optlen)
+		return -FI_EINVAL;
+	if (*optlen < sizeof(size_t)) {
+		*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	size_t v = mrp_min_multi_recv(ep);
+	memcpy(optval, &v, sizeof v);
+	*optlen = sizeof v;
+	return 0;
 }
 
 static int ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
 {
-	(void)fid;
-	(void)level;
-	(void)optname;
-	(void)optval;
-	(void)optlen;
-	return -FI_ENOPROTOOPT;
+	struct mrp_ep *ep = (struct mrp_ep *)fid;
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t))
+		return -FI_EINVAL;
+	memcpy(&ep->mrecv_min, optval, sizeof ep->mrecv_min);
+	ep->mrecv_min_set = 1;
+	return 0;
 }
 
 static struct fi_ops ep_fi_ops = {.size = sizeof(struct fi_ops), .close = ep_close, .bind = ep_bind,
 				  .control = ep_control, .ops_open = no_ops_open, .tostr = no_tostr,
 				  .ops_set = no_ops_set};
-static struct fi_ops_ep ep_ops = {.size = sizeof(struct fi_ops_ep), .cancel = no_cancel, .getopt = ep_getopt,
+static struct fi_ops_ep ep_ops = {.size = sizeof(struct fi_ops_ep), .cancel = mrp_cancel, .getopt = ep_getopt,
 				  .setopt = ep_setopt, .tx_ctx = no_tx_ctx, .rx_ctx = no_rx_ctx,
-				  .rx_size_left = no_rx_size_left, .tx_size_left = no_tx_size_left};
+				  .rx_size_left = mrp_rx_size_left, .tx_size_left = mrp_tx_size_left};
 static struct fi_ops_cm ep_cm = {.size = sizeof(struct fi_ops_cm), .setname = no_setname, .getname = ep_getname,
 				 .getpeer = no_getpeer, .connect = no_connect, .listen = no_listen,
 				 .accept = no_accept, .reject = no_reject, .shutdown = no_shutdown, .join = no_join};
-static struct fi_ops_atomic ep_atomic = {
-	.size = sizeof(struct fi_ops_atomic), .write = no_atomic_write, .writev = no_atomic_writev,
-	.writemsg = no_atomic_writemsg, .inject = no_atomic_inject, .readwrite = no_atomic_readwrite,
-	.readwritev = no_atomic_readwritev, .readwritemsg = no_atomic_readwritemsg,
-	.compwrite = no_atomic_compwrite, .compwritev = no_atomic_compwritev,
-	.compwritemsg = no_atomic_compwritemsg, .writevalid = no_atomic_valid, .readwritevalid = no_atomic_valid,
-	.compwritevalid = no_atomic_valid};
 static struct fi_ops_collective ep_collective = {
 	.size = sizeof(struct fi_ops_collective), .barrier = no_barrier, .broadcast = no_broadcast,
 	.alltoall = no_alltoall, .allreduce = no_allreduce, .allgather = no_allgather,
@@ -749,7 +805,7 @@ int mrp_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **o
 	ep->ep.msg = &mrp_msg_ops;
 	ep->ep.rma = &mrp_rma_ops;
 	ep->ep.tagged = &mrp_tagged_ops;
-	ep->ep.atomic = &ep_atomic;
+	ep->ep.atomic = &mrp_atomic_ops;
 	ep->ep.collective = &ep_collective;
 	ep->dom = d;
 	d->eps++;
@@ -779,7 +835,39 @@ int mrp_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **o
 	 * its engine, accepted ones included (docs/api.md). */
 	if (!e)
 		e = mr_create_cq(d->ctx, &(struct mr_cq_attr){.slots = MRP_DCQ_SLOTS, .engine = 0}, &ep->dcq);
-	if (!e)
+	/* An info whose src_addr names a service (fi_getinfo with FI_SOURCE
+	 * and a service, or an application's own src_addr) listens there,
+	 * publicly: peers that learnt only our address and that number, as
+	 * in-band address exchange gives them, connect with token 0. Else
+	 * the daemon draws the service and a secret token, and the name
+	 * travels out of band. */
+	uint32_t want = 0;
+	struct mrp_name src;
+	if (info && info->src_addr && info->src_addrlen == mrp_addrlen(d->addr_format) &&
+	    mrp_addr_to_name(d->addr_format, info->src_addr, &src) == 0)
+		want = src.service;
+	if (!e && (want || d->addr_format == FI_SOCKADDR_IN)) {
+		/* A sockaddr carries no token, and 16 bits of service: such an
+		 * endpoint listens publicly at a port, its own pick if none was
+		 * asked for (one a daemon never draws: those start at 65536). */
+		int tries = want ? 1 : 64;
+		for (int i = 0; i < tries; i++) {
+			uint32_t svc = want ? want : MRP_PORT_LO + (uint32_t)rand() % (MRP_PORT_HI - MRP_PORT_LO + 1);
+			e = mr_listen_service(d->ctx, 0, 256, svc, local, sizeof local);
+			if (!e) {
+				ep->service = svc;
+				break;
+			}
+			MRP_DBG("listen at service %u: %s (%s)", svc, mr_strerror(e), mr_ctx_error(d->ctx));
+			if (e != MR_ERR_BUSY)
+				break;
+		}
+		ep->name.token = 0;
+		if (e) {
+			ep_close(&ep->ep.fid);
+			return e == MR_ERR_BUSY ? -FI_EADDRINUSE : -mrp_errno(e);
+		}
+	} else if (!e)
 		e = mr_listen(d->ctx, 0, 256, 0, &ep->service, &ep->name.token, local, sizeof local);
 	if (e) {
 		ep_close(&ep->ep.fid);

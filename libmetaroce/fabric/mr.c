@@ -128,6 +128,9 @@ static int fmr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t 
 	mr->dom = d;
 	mr->lo = lo;
 	mr->hi = hi;
+	/* What a peer's atomics may do here (atomic.c checks it); 0 asks
+	 * for everything, as below. */
+	mr->access = attr->access ? attr->access : FI_REMOTE_READ | FI_REMOTE_WRITE;
 	if (d->rma) {
 		int e = mrp_session(d);
 		if (!e)

@@ -1,18 +1,21 @@
 /* rma.c: FI_RMA on the daemon's WRITE, WRITE with immediate and READ, on
- * the peer's outbound queue pair. The remote side is one range of a region
- * the peer registered with fi_mr_reg (its key, and its virtual addresses:
- * FI_MR_PROV_KEY, FI_MR_VIRT_ADDR): rma_iov_limit 1. The local side is up
- * to MRP_IOV iovs (fi_writev, fi_readv, fi_writemsg, fi_readmsg). When
- * each lies in the region of this domain its desc names, the request
- * carries them as they are: one buffer, or several as a scatter-gather
- * list (mr_wr.sg_list, at most the daemon's max_sge entries) which a WRITE
- * gathers from and a READ's response is scattered into, with no copy
- * here. Otherwise a transmit slot stands in for them all: a write copies
- * the iovs into it before posting, a read copies out of it into the iovs
- * at its completion. fi_writedata carries 32 bits of remote CQ data in
- * the WRITE's immediate; the peer reports it on its receive CQ
- * (FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE) without taking a posted
- * receive. */
+ * the peer's outbound queue pair, up to MRP_MAX_MSG per operation. The
+ * remote side is one range of a region the peer registered with
+ * fi_mr_reg (its key, and its virtual addresses: FI_MR_PROV_KEY,
+ * FI_MR_VIRT_ADDR): rma_iov_limit 1. The local side is up to MRP_IOV iovs
+ * (fi_writev, fi_readv, fi_writemsg, fi_readmsg). An operation is checked
+ * here and becomes a transfer (xfer.c): when each iov lies in the region
+ * of this domain its desc names, requests carry them as they are, one
+ * buffer or a scatter-gather list (mr_wr.sg_list, at most the daemon's
+ * max_sge entries) which a WRITE gathers from and a READ's response is
+ * scattered into, with no copy here, MRP_WR_MAX bytes per request at
+ * most; otherwise chunks of MRP_SEG go through transmit slots (a write
+ * copies into one before posting, a read out of it at the chunk's
+ * completion), at consecutive remote offsets. The operation completes
+ * once, when every request has; the first failure fails it.
+ * fi_writedata carries 32 bits of remote CQ data in the immediate of its
+ * last request; the peer reports it on its receive CQ (FI_REMOTE_CQ_DATA
+ * | FI_RMA | FI_REMOTE_WRITE) without taking a posted receive, once. */
 #include <string.h>
 
 #include "prov.h"
@@ -27,9 +30,9 @@ static ssize_t do_rma(struct mrp_ep *ep, int read, const struct iovec *iov, void
 		return -FI_ESHUTDOWN;
 	if (count > MRP_IOV || (count && !iov))
 		return -FI_EINVAL;
-	size_t len = 0;
-	for (size_t i = 0; i < count; i++)
-		len += iov[i].iov_len;
+	uint64_t len;
+	if (mrp_iov_len(iov, count, &len))
+		return -FI_EINVAL;
 	if (len > MRP_MAX_MSG || (inject && len > MRP_INJECT))
 		return -FI_EMSGSIZE;
 	if (len > rlen)
@@ -42,68 +45,50 @@ static ssize_t do_rma(struct mrp_ep *ep, int read, const struct iovec *iov, void
 		mrp_progress(ep);
 	if (e)
 		return e;
-	/* In place if every non-empty iov is in its desc's region and the
-	 * list fits the daemon's. */
-	struct mr_sge sg[MRP_IOV];
-	int nsg = 0, direct = !inject && len > 0;
-	for (size_t i = 0; direct && i < count; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		struct mrp_mr *m = mrp_mr_of(ep->dom, desc ? desc[i] : NULL, iov[i].iov_base, iov[i].iov_len);
-		if (!m)
-			direct = 0;
-		else
-			sg[nsg++] = (struct mr_sge){.addr = (uint64_t)(uintptr_t)iov[i].iov_base,
-						    .length = (uint32_t)iov[i].iov_len, .lkey = m->reg->key};
-	}
-	if (nsg > 1 && nsg > ep->max_sge)
-		direct = 0;
-	int slot = -1;
-	if (!direct && (slot = mrp_slot_get(ep)) < 0) {
+	struct mrp_xfer *x = mrp_xfer_new(ep);
+	if (!x) {
 		mrp_progress(ep);
 		return -FI_EAGAIN;
 	}
-	struct mrp_op *op = mrp_op_get(ep);
-	if (!op) {
-		mrp_progress(ep);
-		return -FI_EAGAIN;
-	}
-	struct mr_wr w = {.op = read ? MR_WR_READ : has_data ? MR_WR_WRITE_IMM : MR_WR_WRITE,
-			  .wr_id = (uint64_t)(op - ep->ops), .length = (uint32_t)len, .rkey = (uint32_t)key,
-			  .raddr = addr, .imm = (uint32_t)data};
-	if (direct && nsg == 1) {
-		w.lkey = sg[0].lkey;
-		w.laddr = sg[0].addr;
-	} else if (direct) {
-		w.sg_list = sg;
-		w.num_sge = nsg;
-	} else {
-		w.lkey = ep->mr->key;
-		w.laddr = mrp_slot_addr(ep, slot);
-		if (!read)
-			for (size_t i = 0, off = 0; i < count; off += iov[i].iov_len, i++)
-				if (iov[i].iov_len)
-					memcpy(mrp_slot_ptr(ep, slot) + off, iov[i].iov_base, iov[i].iov_len);
-	}
-	int n = mr_post(o->qp, &w, 1);
-	if (n < 0) {
-		mrp_op_put(ep, op);
-		if (n == MR_ERR_SQ_FULL) {
+	x->kind = read ? MRP_X_READ : MRP_X_WRITE;
+	x->dest = dest;
+	x->niov = (int)count;
+	for (size_t i = 0; i < count; i++)
+		x->iov[i] = iov[i];
+	x->len = len;
+	x->raddr = addr;
+	x->rkey = (uint32_t)key;
+	x->imm = (uint32_t)data;
+	x->has_imm = has_data;
+	x->signal = !inject && mrp_want(ep->tx_sel, flags);
+	x->ctx = ctx;
+	x->flags = FI_RMA | (read ? FI_READ : FI_WRITE);
+	if (inject) {
+		/* Copied now: the buffer is the application's again when the
+		 * call returns. */
+		if (mrp_xfer_hold_slot(ep, x)) {
+			mrp_xfer_free(ep, x);
 			mrp_progress(ep);
 			return -FI_EAGAIN;
 		}
-		return -mrp_errno(n);
+		mrp_iov_gather(mrp_slot_ptr(ep, x->slot), iov, (int)count, 0, (size_t)len);
+	} else {
+		/* In place if every non-empty iov is in its desc's region and
+		 * the list fits the daemon's. */
+		mrp_xfer_regs(ep, x, desc);
+		int nsg = 0;
+		x->direct = len > 0;
+		for (size_t i = 0; i < count; i++) {
+			if (!iov[i].iov_len)
+				continue;
+			nsg++;
+			if (!x->reg[i])
+				x->direct = 0;
+		}
+		if (nsg > 1 && nsg > ep->max_sge)
+			x->direct = 0;
 	}
-	if (slot >= 0)
-		ep->slot_busy[slot] = 1;
-	op->kind = read ? MRP_OP_READ : MRP_OP_WRITE;
-	op->slot = slot;
-	op->complete = !inject && (!ep->tx_sel || (flags & FI_COMPLETION));
-	op->ctx = ctx;
-	op->flags = FI_RMA | (read ? FI_READ : FI_WRITE);
-	op->niov = (int)count;
-	for (size_t i = 0; i < count; i++)
-		op->uiov[i] = iov[i];
+	mrp_xfer_start(ep, x);
 	return 0;
 }
 
@@ -126,7 +111,7 @@ static ssize_t r_readv(struct fid_ep *f, const struct iovec *iov, void **desc, s
 
 static ssize_t r_readmsg(struct fid_ep *f, const struct fi_msg_rma *m, uint64_t flags)
 {
-	if (m->rma_iov_count != 1)
+	if (!m || m->rma_iov_count != 1 || !m->rma_iov)
 		return -FI_EINVAL; /* rma_iov_limit 1: one remote range per operation */
 	return do_rma(EP(f), 1, m->msg_iov, m->desc, m->iov_count, 0, 0, m->addr, m->rma_iov[0].addr,
 		      m->rma_iov[0].key, m->rma_iov[0].len, m->context, flags, 0);
@@ -147,7 +132,7 @@ static ssize_t r_writev(struct fid_ep *f, const struct iovec *iov, void **desc, 
 
 static ssize_t r_writemsg(struct fid_ep *f, const struct fi_msg_rma *m, uint64_t flags)
 {
-	if (m->rma_iov_count != 1)
+	if (!m || m->rma_iov_count != 1 || !m->rma_iov)
 		return -FI_EINVAL;
 	return do_rma(EP(f), 0, m->msg_iov, m->desc, m->iov_count, !!(flags & FI_REMOTE_CQ_DATA), m->data, m->addr,
 		      m->rma_iov[0].addr, m->rma_iov[0].key, m->rma_iov[0].len, m->context, flags,

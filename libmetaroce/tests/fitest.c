@@ -18,7 +18,7 @@
  * fi_readv into three iovs, fi_readmsg into two unregistered ones, sends
  * of three and four iovs (tagged) and of registered and unregistered ones
  * alternating (FI_MSG, with data), every byte checked at the other end;
- * the iov limits fi_info gives (tx 4, RMA remote 1, rx 1) refused beyond.
+ * the iov limits fi_info gives (tx 4, RMA remote 1, rx 4) refused beyond.
  * The server's CQ has a wait object: fi_cq_sread, and FI_GETWAIT +
  * fi_trywait + poll; its wait set holds three descriptors (the endpoint's
  * one shared CQ, a timer, an eventfd) whatever the number of peers, and
@@ -137,7 +137,7 @@ static void open_fabric(const char *provdir)
 	fi_freeinfo(hints);
 	if (!(info->caps & FI_RMA) || !(info->caps & FI_DIRECTED_RECV) || !(info->caps & FI_SOURCE))
 		DIE("caps %#" PRIx64, info->caps);
-	if (info->tx_attr->iov_limit != 4 || info->tx_attr->rma_iov_limit != 1 || info->rx_attr->iov_limit != 1)
+	if (info->tx_attr->iov_limit != 4 || info->tx_attr->rma_iov_limit != 1 || info->rx_attr->iov_limit != 4)
 		DIE("iov_limit tx %zu rma %zu rx %zu", info->tx_attr->iov_limit, info->tx_attr->rma_iov_limit,
 		    info->rx_attr->iov_limit);
 	if (info->domain_attr->cq_data_size != 4 || info->domain_attr->mr_key_size != 4)
@@ -543,8 +543,8 @@ static int client(int n, const char *name, uint64_t raddr, uint64_t key)
 			if (next(&e[k], &c, &src, 0) || !(c.flags & FI_SEND))
 				DIE("lists %d: send %d failed", k, j);
 	}
-	/* Limits: tx iovs as fi_info says, one remote range, one receive
-	 * buffer. */
+	/* Limits: tx iovs as fi_info says, one remote range, four receive
+	 * buffers. */
 	{
 		struct iovec iv[5] = {{bp[0], 1}, {bp[1], 1}, {bp[2], 1}, {bp[3], 1}, {bp[4], 1}};
 		ssize_t r = fi_writev(e[0].ep, iv, bd, 5, srv, raddr, key, NULL);
@@ -555,8 +555,8 @@ static int client(int n, const char *name, uint64_t raddr, uint64_t key)
 					 .rma_iov_count = 2};
 		if ((r = fi_readmsg(e[0].ep, &mr2, 0)) != -FI_EINVAL)
 			DIE("fi_readmsg of 2 remote ranges: %zd", r);
-		if ((r = fi_recvv(e[0].ep, iv, bd, 2, srv, NULL)) != -FI_EINVAL)
-			DIE("fi_recvv of 2 iovs: %zd", r);
+		if ((r = fi_recvv(e[0].ep, iv, bd, 5, srv, NULL)) != -FI_EINVAL)
+			DIE("fi_recvv of 5 iovs: %zd", r);
 	}
 	char go[MAXEP][3];
 	for (int k = 0; k < n; k++) {
