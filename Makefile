@@ -119,7 +119,7 @@ $(CLIB_OUT)/libmetaroce-fi.so: $(CLIB_PROV) $(wildcard $(CLIB_DIR)/fabric/*.h) $
 	$(CC) $(CLIB_FLAGS) -shared -o $@ $(CLIB_PROV) $(CLIB_SRC) -lfabric -lpthread
 $(CLIB_OUT)/libmetaroce.so: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
 	@mkdir -p $(CLIB_OUT)
-	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.0 -o $@ $(CLIB_SRC) -lpthread
+	$(CC) $(CLIB_FLAGS) -shared -Wl,-soname,libmetaroce.so.1 -o $@ $(CLIB_SRC) -lpthread
 $(CLIB_OUT)/libmetaroce.a: $(CLIB_SRC) $(CLIB_DIR)/src/internal.h $(CLIB_DIR)/include/metaroce.h
 	@mkdir -p $(CLIB_OUT)/obj
 	for f in $(CLIB_SRC); do $(CC) $(CLIB_FLAGS) -c $$f -o $(CLIB_OUT)/obj/$$(basename $$f .c).o || exit 1; done
@@ -133,8 +133,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 install-clib: deps-install clib
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	install -m 0644 $(CLIB_DIR)/include/metaroce.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.0
-	ln -sf libmetaroce.so.0 $(DESTDIR)$(LIBDIR)/libmetaroce.so
+	install -m 0755 $(CLIB_OUT)/libmetaroce.so $(DESTDIR)$(LIBDIR)/libmetaroce.so.1
+	ln -sf libmetaroce.so.1 $(DESTDIR)$(LIBDIR)/libmetaroce.so
 	install -m 0644 $(CLIB_OUT)/libmetaroce.a $(DESTDIR)$(LIBDIR)/
 	install -d $(DESTDIR)$(LIBDIR)/libfabric
 	install -m 0755 $(CLIB_OUT)/libmetaroce-fi.so $(DESTDIR)$(LIBDIR)/libfabric/

@@ -28,6 +28,15 @@ type QPOptions struct {
 	// then be 0). The queue pair is placed on the CQ's engine; an
 	// Engine naming another is refused.
 	CQ *CQ
+	// RNRRetryForever: a SEND the peer refuses because it has no receive
+	// posted is retried for as long as the peer answers (backing off to
+	// once a millisecond) instead of failing the connection with ErrRNR
+	// after the daemon's RNR retry limit (about 0.1 s by default):
+	// InfiniBand's rnr_retry 7. For receivers that may not drain for a
+	// while (a rank computing). A peer that is gone still ends the
+	// connection (ErrRetryExceeded). Connect, Accept and a listener's
+	// ConnRequest.Accept onto this queue pair all honour it.
+	RNRRetryForever bool
 }
 
 // QP is a queue pair: a send queue of work requests and a completion
@@ -61,7 +70,7 @@ type QP struct {
 func (c *Client) CreateQP(o QPOptions) (*QP, error) {
 	var r proto.Response
 	req := proto.Request{Header: proto.Header{Op: proto.OpCreateQP}, SQSlots: o.SQSlots,
-		CQSlots: o.CQSlots, Engine: o.Engine, Events: true}
+		CQSlots: o.CQSlots, Engine: o.Engine, Events: true, RNRRetryForever: o.RNRRetryForever}
 	want := 3
 	if o.CQ != nil {
 		req.CQ, want = o.CQ.Num, 2

@@ -563,7 +563,9 @@ func (d *EngineDriver) Completion(e *dataplane.Engine, now transport.Time, c tra
 	}
 }
 
-// accept binds a connection a peer made to a queue pair's number.
+// accept binds a connection a peer made to a queue pair's number. The
+// transport made it with the queue pair's options (its token, its RNR
+// policy), from what createQP listened on that number with.
 func (d *EngineDriver) accept(e *dataplane.Engine, now transport.Time, c *transport.Conn) *qp {
 	q := d.byQPN[c.Service()]
 	if q == nil {

@@ -268,7 +268,9 @@ func (s *Server) decide(ctx context.Context, ss *session, req *proto.Request, re
 			perr = proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
 			return
 		}
-		if err := c.Accept(now, req.Private); err != nil {
+		// The connection takes the accepting queue pair's RNR policy,
+		// not the listener's (which has none).
+		if err := c.AcceptWith(now, transport.AcceptOptions{Private: req.Private, RNRRetryForever: q.rnrForever}); err != nil {
 			perr = proto.Errorf(proto.CodeNotFound, "request %d: %v (its peer gave up)", req.Request, err)
 			delete(l.taken, req.Request)
 			delete(d.waiting, c)

@@ -73,6 +73,11 @@ type qp struct {
 	// the event a waiting connect posts when it gives up (Completion,
 	// OpClosed).
 	nowait bool
+	// rnrForever: its connection, made or accepted, never fails on RNR
+	// (create_qp's rnr_retry_forever; transport.ConnectOptions). Set
+	// at creation, read on the engine goroutine where the queue pair
+	// meets its connection.
+	rnrForever bool
 	// tags: the transport carries a request's index in tags as its WRID
 	// (tag.go), so a completion finds the application's wr_id and flags;
 	// free stacks the unused indices. Both are sized once: to its own

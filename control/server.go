@@ -526,6 +526,7 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		return nil, nil, proto.Errorf(proto.CodeInternal, "%v", err)
 	}
 	q.events = req.Events
+	q.rnrForever = req.RNRRetryForever
 	var maxPayload int
 	var aerr error
 	if err := e.E.Do(ctx, func(transport.Time) {
@@ -536,8 +537,9 @@ func (s *Server) createQP(ctx context.Context, ss *session, req *proto.Request, 
 		}
 		e.D.byQPN[qpn] = q
 		// A waiting queue pair takes only a peer that has its token
-		// (spec §7.3): a scan can neither find nor claim it.
-		ep.ListenWith(qpn, q.mem, transport.ListenOptions{Token: token})
+		// (spec §7.3): a scan can neither find nor claim it. The
+		// connection it takes there is made with its RNR policy.
+		ep.ListenWith(qpn, q.mem, transport.ListenOptions{Token: token, RNRRetryForever: q.rnrForever})
 		maxPayload = ep.Config().MaxPayload()
 	}); err != nil || aerr != nil {
 		q.close()
@@ -805,7 +807,8 @@ func (s *Server) startConnect(now transport.Time, ss *session, e *Engine, q *qp,
 		return proto.Errorf(proto.CodeState, "queue pair %d is not idle", q.qpn)
 	}
 	ep := e.E.Endpoint()
-	c, err := ep.ConnectWith(now, peer, req.RemoteQPN, q.mem, transport.ConnectOptions{Token: req.Token, Private: req.Private})
+	c, err := ep.ConnectWith(now, peer, req.RemoteQPN, q.mem,
+		transport.ConnectOptions{Token: req.Token, Private: req.Private, RNRRetryForever: q.rnrForever})
 	if err != nil {
 		return proto.Errorf(proto.CodeConnect, "%v", err)
 	}

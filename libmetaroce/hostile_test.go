@@ -2,6 +2,7 @@ package libmetaroce
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -65,6 +66,10 @@ var hostileCases = []string{
 	"private-long", "private-odd", "private-nothex", "request-private-long", "rejection-private-long",
 	"rejection-app-reason", "rejection-deep", "rejection-good", "query-state", "query-reason", "event-unasked",
 	"event-unknown",
+	// Not a lie but a look at what create_qp carries: rnr_retry_forever
+	// when mr_qp_attr asks for it, and in no other case (the fake daemon
+	// refuses a create_qp that disagrees, bad_request).
+	"attr-rnr-forever",
 }
 
 // hostileReplies: what the fake daemon answers to the operations after
@@ -139,6 +144,12 @@ func serveHostile(t *testing.T, c *net.UnixConn, cs string) {
 				reply(h, map[string]any{"max_qps": 4, "nested": map[string]any{"a": []any{1, "x", map[string]any{}}}})
 			}
 		case proto.OpCreateQP:
+			if want := cs == "attr-rnr-forever"; req.RNRRetryForever != want {
+				b, _ := json.Marshal(map[string]any{"v": 1, "seq": h.Seq, "code": "bad_request",
+					"error": fmt.Sprintf("rnr_retry_forever %v, want %v", req.RNRRetryForever, want)})
+				c.Write(b)
+				continue
+			}
 			sq, sqm := fakeRing(t, 256, 64, 0, true)
 			cq, cqm := fakeRing(t, 1024, 32, 0, true)
 			bells, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

@@ -105,7 +105,9 @@ type Config struct {
 	MaxRetries int
 	// RNRDelay is how long a sender waits after an RNR NACK before
 	// resending; RNRRetries bounds the RNR and OUT_OF_WINDOW NACKs one
-	// message may draw.
+	// message may draw. A connection made or accepted with
+	// RNRRetryForever does not count its RNR NACKs, and backs its waits
+	// off from RNRDelay instead (rnr.go).
 	RNRDelay   time.Duration
 	RNRRetries int
 	// ConnectTimeout is the first retransmission interval of CONNECT and
@@ -244,7 +246,8 @@ func (c *Config) MaxPayload() int { return c.MTU - overheadV6 }
 // maxRNRWait caps the delay an RNR NACK's Info may ask for (§6.3 step 5):
 // MaxRTO, or RNRDelay if that is longer. Info can name 71 minutes, and a
 // sender that waited that long on one NACK would look dead; RNRRetries,
-// not the wait, is what bounds a peer that never posts a buffer.
+// not the wait, is what bounds a peer that never posts a buffer (nothing
+// does, with RNRRetryForever: rnr.go).
 func (c *Config) maxRNRWait() Duration { return max(c.RNRDelay, c.MaxRTO) }
 
 func pow2(v int) bool { return v > 0 && v&(v-1) == 0 }

@@ -78,6 +78,11 @@ type Conn struct {
 	rcv receiver
 	ka  keepalive // keepalive.go
 
+	// rnrForever: an RNR NACK never fails this connection's messages;
+	// their waits back off instead (RNRRetryForever, rnr.go). Set by the
+	// options it was made or accepted with.
+	rnrForever bool
+
 	// Handshake and teardown retransmission.
 	ctlDeadline Time
 	ctlTries    int

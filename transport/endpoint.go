@@ -175,18 +175,23 @@ type ListenOptions struct {
 	// completion, until the application calls Accept or Reject on it;
 	// without it a connection is accepted at once (OpConnected).
 	Defer bool
+	// RNRRetryForever is ConnectOptions.RNRRetryForever for every
+	// connection the service takes (a Pending one until AcceptWith says
+	// otherwise).
+	RNRRetryForever bool
 }
 
 type listenEntry struct {
-	mem      Memory
-	token    uint64
-	deferred bool
+	mem        Memory
+	token      uint64
+	deferred   bool
+	rnrForever bool
 }
 
 // ListenWith accepts connections for service as o says; their RMA keys
 // resolve in mem.
 func (e *Endpoint) ListenWith(service uint32, mem Memory, o ListenOptions) {
-	e.services[service] = listenEntry{mem: mem, token: o.Token, deferred: o.Defer}
+	e.services[service] = listenEntry{mem: mem, token: o.Token, deferred: o.Defer, rnrForever: o.RNRRetryForever}
 }
 
 // Unlisten stops accepting connections for service; connections already

@@ -164,16 +164,19 @@ func runFuzzProgram(t *testing.T, in []byte) {
 	z := &fz{t: t, in: in}
 	mode := z.next()
 	z.l = newTLink(t, fuzzConfig(mode), fzRegion)
+	// Mode bit 8: both ends retry RNR without limit (rnr.go), so the
+	// faults meet held PSNs and their release too.
+	forever := mode&8 != 0
 	for i := range 2 {
 		z.wr[i] = map[uint64]*fzOp{}
 		z.recvs[i] = map[uint64]*fzRecv{}
 		z.written[i] = make([]bool, fzRegion)
 		// A secret service, as the daemon's queue pairs are (§7.3).
-		z.l.eps[i].ListenWith(tService, z.l.mems[i], ListenOptions{Token: fzToken})
+		z.l.eps[i].ListenWith(tService, z.l.mems[i], ListenOptions{Token: fzToken, RNRRetryForever: forever})
 	}
 	z.l.filter = z.filter
 	if _, err := z.l.eps[0].ConnectWith(z.l.now, z.l.addrs[1], tService, z.l.mems[0],
-		ConnectOptions{Token: fzToken, Private: []byte("fuzz")}); err != nil {
+		ConnectOptions{Token: fzToken, Private: []byte("fuzz"), RNRRetryForever: forever}); err != nil {
 		t.Fatal(err)
 	}
 	if mode&4 == 0 {

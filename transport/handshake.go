@@ -28,6 +28,14 @@ type ConnectOptions struct {
 	// Private is up to wire.MaxPrivateData bytes for the listening
 	// application (more is an error).
 	Private []byte
+	// RNRRetryForever: a message of this connection that the peer
+	// refuses with RNR (no receive buffer posted) is sent again without
+	// limit, its waits backing off up to a millisecond, instead of
+	// failing the connection after Config.RNRRetries NACKs (InfiniBand's
+	// rnr_retry = 7; rnr.go). A peer that is gone still fails it
+	// (MaxRetries, keepalive). Sender-side policy: the CONNECT does not
+	// carry it.
+	RNRRetryForever bool
 }
 
 // ErrPrivateTooLong is returned for private data over wire.MaxPrivateData.
@@ -50,6 +58,7 @@ func (e *Endpoint) ConnectWith(now Time, peer netip.Addr, service uint32, mem Me
 	c.service = service
 	c.token = o.Token
 	c.priv.set(o.Private)
+	c.rnrForever = o.RNRRetryForever
 	c.ctlOwed = wire.OpConnect
 	c.ctlRTO = e.ctlRTO(&e.hsRTT)
 	c.ctlDeadline = now + Time(c.ctlRTO)
@@ -373,6 +382,7 @@ func (e *Endpoint) onConnect(now Time, from netip.Addr, p wire.Conn) {
 	}
 	c.service = p.Service()
 	c.token = p.Token()
+	c.rnrForever = l.rnrForever
 	c.peerID = p.SrcConn()
 	c.rcv.cum = p.InitialPSN()
 	copy(c.peerReset[:], p.ResetToken())
@@ -406,15 +416,33 @@ func b2i(b bool) int {
 // Accept accepts a Pending connection (a request of a listener with
 // ListenOptions.Defer): it becomes Established and the peer gets ACCEPT
 // with private (at most wire.MaxPrivateData bytes). No OpConnected
-// completion follows: the caller is the one that knows.
+// completion follows: the caller is the one that knows. The connection
+// keeps its listener's RNRRetryForever; AcceptWith says otherwise.
 func (c *Conn) Accept(now Time, private []byte) error {
+	return c.AcceptWith(now, AcceptOptions{Private: private, RNRRetryForever: c.rnrForever})
+}
+
+// AcceptOptions are what the application that accepts a Pending
+// connection gives it.
+type AcceptOptions struct {
+	// Private is up to wire.MaxPrivateData bytes for the ACCEPT.
+	Private []byte
+	// RNRRetryForever is ConnectOptions.RNRRetryForever, for the
+	// accepted connection: the one who accepts it (a queue pair taking a
+	// listener's request) decides, not the listener.
+	RNRRetryForever bool
+}
+
+// AcceptWith is Accept with the connection's options in o.
+func (c *Conn) AcceptWith(now Time, o AcceptOptions) error {
 	if c.state != StatePending {
 		return ErrNotPending
 	}
-	if len(private) > wire.MaxPrivateData {
+	if len(o.Private) > wire.MaxPrivateData {
 		return ErrPrivateTooLong
 	}
-	c.priv.set(private)
+	c.priv.set(o.Private)
+	c.rnrForever = o.RNRRetryForever
 	c.establish(now, c.pendWindow, c.pendMsgWindow, c.pendPayload)
 	c.heard(now)
 	c.ctlOwed = wire.OpAccept

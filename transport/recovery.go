@@ -262,6 +262,7 @@ func (c *Conn) ackTransmission(psn wire.PSN, path uint16, seq uint32) bool {
 func (c *Conn) ackPSN(psn wire.PSN) bool {
 	s := &c.snd
 	r := &s.pkts[uint32(psn)&s.pktMask]
+	held := false
 	switch r.state {
 	case psAcked, psFree:
 		return false
@@ -270,6 +271,7 @@ func (c *Conn) ackPSN(psn wire.PSN) bool {
 		s.inflightBytes -= int(r.n)
 	case psRNR:
 		s.rnrWaiting--
+		held = r.rnrAt == rnrHeld
 	}
 	r.state = psAcked
 	s.ackedBytes += int(r.n)
@@ -279,6 +281,12 @@ func (c *Conn) ackPSN(psn wire.PSN) bool {
 	} else {
 		m := &s.msgs[r.msg]
 		m.acked++
+		if held {
+			m.rnrHeld-- // acked from an earlier transmission: never resent
+		}
+		if m.rnrRounds != 0 {
+			c.rnrProgress(r.msg, m)
+		}
 		if m.op == wire.OpReadReq && !m.reqAcked {
 			m.reqAcked = true
 			if !m.respDone && m.status == StatusOK {
@@ -460,7 +468,10 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 	}
 	switch reason {
 	case wire.NackRNR, wire.NackOutOfWindow:
-		if r.msg&readJobBit == 0 {
+		// RNRRetryForever: an RNR NACK of a message never fails it, and
+		// its waits back off instead (rnr.go).
+		forever := reason == wire.NackRNR && c.rnrForever && r.msg&readJobBit == 0
+		if r.msg&readJobBit == 0 && !forever {
 			// Both wait for the receiver; both are bounded, so a
 			// receiver that never makes room cannot hold us forever.
 			m := &s.msgs[r.msg]
@@ -496,7 +507,10 @@ func (c *Conn) onNack(now Time, n wire.Nack) {
 			delay = max(delay, s.rtt.srtt)
 		}
 		r.rnrAt = now + Time(delay)
-		if s.rnrDeadline == 0 || r.rnrAt < s.rnrDeadline {
+		if forever {
+			r.rnrAt = c.rnrForeverWait(now, &s.msgs[r.msg], psn, r, delay)
+		}
+		if r.rnrAt != rnrHeld && (s.rnrDeadline == 0 || r.rnrAt < s.rnrDeadline) {
 			s.rnrDeadline = r.rnrAt
 		}
 	case wire.NackRemoteAccess, wire.NackInvalidRequest:
@@ -529,8 +543,8 @@ func (c *Conn) senderTimer(now Time) {
 		s.rnrDeadline = 0
 		for psn := s.una; psn != s.nextPSN && s.rnrWaiting > 0; psn++ {
 			r := &s.pkts[uint32(psn)&s.pktMask]
-			if r.state != psRNR {
-				continue
+			if r.state != psRNR || r.rnrAt == rnrHeld {
+				continue // held: its message's progress sends it (rnr.go)
 			}
 			if now >= r.rnrAt {
 				r.state = psLost

@@ -59,6 +59,14 @@ type sendMsg struct {
 	respDone  bool   // READ: every response byte placed (also for zero bytes)
 	awaitResp bool   // READ: request acked, response not done: counted in readsWaiting
 	rnrTries  int
+	// With RNRRetryForever (rnr.go): the rounds of RNR refusal since the
+	// message last made progress (0: none), the PSN whose refusals open
+	// rounds (the probe) and when the current round opened, and how many
+	// of its PSNs are held behind the probe.
+	rnrRounds uint8
+	rnrProbe  wire.PSN
+	rnrRound  Time
+	rnrHeld   uint32
 	next      int32 // next message of the same stream, -1 at the end
 }
 

@@ -66,6 +66,14 @@ type Request struct {
 	// completion queue (CQEvent entries). A daemon that predates them
 	// ignores the field and sends none.
 	Events bool `json:"events,omitempty"`
+	// create_qp: the queue pair's connection, whether it connects or is
+	// accepted (on its number, or from a listener by accept_request),
+	// retries a SEND the peer refuses for want of a posted receive (RNR)
+	// for as long as the peer answers, backing off to one resend a
+	// millisecond, instead of failing after the daemon's
+	// transport.rnr_retries (docs/spec.md §6.3; InfiniBand's rnr_retry
+	// 7). A daemon that predates it ignores the field and keeps the limit.
+	RNRRetryForever bool `json:"rnr_retry_forever,omitempty"`
 	// create_qp: the shared completion queue (create_cq's CQ) the queue
 	// pair completes into, instead of a completion queue of its own (0);
 	// its engine must be the CQ's. destroy_cq: the CQ. create_cq takes

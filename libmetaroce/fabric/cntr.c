@@ -297,3 +297,12 @@ void mrp_count(struct mrp_ep *ep, uint64_t flags, int err)
 	else
 		ep->cntr[k]->value++;
 }
+
+int mrp_is_cntr(const struct fid *f) { return f && f->fclass == FI_CLASS_CNTR && f->ops == &cntr_fi_ops; }
+
+uint64_t mrp_cntr_events(struct fid_cntr *f)
+{
+	struct mrp_cntr *c = (struct mrp_cntr *)f;
+	progress_all(c);
+	return c->value + c->err;
+}

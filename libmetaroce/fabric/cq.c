@@ -266,6 +266,15 @@ static int cq_control(struct fid *fid, int cmd, void *arg)
 static struct fi_ops cq_fi_ops = {.size = sizeof(struct fi_ops), .close = cq_close, .bind = no_bind,
 				  .control = cq_control, .ops_open = no_ops_open, .tostr = no_tostr,
 				  .ops_set = no_ops_set};
+int mrp_is_cq(const struct fid *f) { return f && f->fclass == FI_CLASS_CQ && f->ops == &cq_fi_ops; }
+
+int mrp_cq_ready(struct mrp_cq *cq)
+{
+	if (cq->ep)
+		mrp_progress(cq->ep);
+	return cq->head != cq->tail;
+}
+
 static struct fi_ops_cq cq_ops = {.size = sizeof(struct fi_ops_cq), .read = cq_read, .readfrom = readfrom,
 				  .readerr = cq_readerr, .sread = cq_sread, .sreadfrom = sreadfrom,
 				  .signal = cq_signal, .strerror = cq_strerror};

@@ -167,7 +167,12 @@ static int qref_add(struct mrp_ep *ep, uint32_t qpn, int inbound, size_t idx)
  * on its engine, the listener's). */
 static int new_qp(struct mrp_ep *ep, struct mr_qp **qp)
 {
-	return mr_create_qp(ep->dom->ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq = ep->dcq}, qp);
+	/* RNR for ever (as InfiniBand's rnr_retry 7): a peer's receive slots
+	 * come back only when its application drives progress, and a rank
+	 * busy computing for a second must find its connections alive; a
+	 * peer that is gone still fails by the retransmission rules. */
+	return mr_create_qp(ep->dom->ctx, &(struct mr_qp_attr){.sq_slots = 64, .cq = ep->dcq, .rnr_retry_forever = 1},
+			    qp);
 }
 
 /* ---- outbound connections ---- */

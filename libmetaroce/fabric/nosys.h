@@ -18,10 +18,9 @@ MRP_NOSYS_DECL(int, no_wait_open, (struct fid_fabric *fab, struct fi_wait_attr *
 MRP_NOSYS_DECL(int, no_domain2, (struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom, uint64_t flags,
 			    void *context))
 
-/* domain: one endpoint kind, no poll sets, shared contexts or
+/* domain: one endpoint kind, no shared contexts or
  * collectives */
 MRP_NOSYS_DECL(int, no_scalable_ep, (struct fid_domain *dom, struct fi_info *info, struct fid_ep **sep, void *context))
-MRP_NOSYS_DECL(int, no_poll_open, (struct fid_domain *dom, struct fi_poll_attr *attr, struct fid_poll **pollset))
 MRP_NOSYS_DECL(int, no_stx_ctx, (struct fid_domain *dom, struct fi_tx_attr *attr, struct fid_stx **stx, void *context))
 MRP_NOSYS_DECL(int, no_srx_ctx, (struct fid_domain *dom, struct fi_rx_attr *attr, struct fid_ep **rx_ep, void *context))
 MRP_NOSYS_DECL(int, no_query_collective, (struct fid_domain *dom, enum fi_collective_op coll,

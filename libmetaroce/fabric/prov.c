@@ -30,7 +30,7 @@ static struct fi_ops dom_fi_ops = {.size = sizeof(struct fi_ops), .close = domai
 static struct fi_ops_domain dom_ops = {.size = sizeof(struct fi_ops_domain), .av_open = mrp_av_open,
 				       .cq_open = mrp_cq_open, .endpoint = mrp_ep_open,
 				       .scalable_ep = no_scalable_ep, .cntr_open = mrp_cntr_open,
-				       .poll_open = no_poll_open, .stx_ctx = no_stx_ctx, .srx_ctx = no_srx_ctx,
+				       .poll_open = mrp_poll_open, .stx_ctx = no_stx_ctx, .srx_ctx = no_srx_ctx,
 				       .query_atomic = mrp_query_atomic, .query_collective = no_query_collective,
 				       .endpoint2 = no_endpoint2};
 

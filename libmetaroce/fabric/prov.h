@@ -530,6 +530,15 @@ MRP_HIDDEN int mrp_cntr_open(struct fid_domain *dom, struct fi_cntr_attr *attr, 
 MRP_HIDDEN int mrp_cntr_bind(struct mrp_ep *ep, struct fid *cntr, uint64_t flags);
 MRP_HIDDEN void mrp_cntr_unbind(struct mrp_ep *ep);
 MRP_HIDDEN void mrp_count(struct mrp_ep *ep, uint64_t flags, int err);
+MRP_HIDDEN int mrp_is_cntr(const struct fid *f);
+MRP_HIDDEN uint64_t mrp_cntr_events(struct fid_cntr *f); /* successes and errors so far, after progress */
+
+/* cq.c, for poll sets */
+MRP_HIDDEN int mrp_is_cq(const struct fid *f);
+MRP_HIDDEN int mrp_cq_ready(struct mrp_cq *cq); /* progresses its endpoint; 1 if an entry waits */
+
+/* poll.c */
+MRP_HIDDEN int mrp_poll_open(struct fid_domain *dom, struct fi_poll_attr *attr, struct fid_poll **out);
 
 /* atomic.c: FI_ATOMIC over messages. ep.c hands it an inbound arrival of
  * kind MRP_K_AMO (mrp_amo_arrived: 1 done, 0 hold it in its slot) and the

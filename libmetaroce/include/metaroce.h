@@ -285,6 +285,16 @@ struct mr_qp_attr {
 	 * refused), its events always go there, and mr_poll_cq, mr_wait_cq
 	 * and mr_qp_arm on it return MR_ERR_INVAL: poll the CQ. */
 	struct mr_cq *cq;
+	/* rnr_retry_forever: a SEND the peer refuses for want of a posted
+	 * receive (RNR) is retried for as long as the peer answers, the wait
+	 * doubling from the daemon's rnr_delay (20 us) to 1 ms, instead of
+	 * failing the connection (MR_WC_RNR, MR_EVENT_FAILED) after its
+	 * rnr_retries (about 0.1 s): verbs' rnr_retry = 7 (create_qp's
+	 * rnr_retry_forever, docs/api.md). For the queue pair's connection
+	 * however it comes: mr_connect*, mr_accept, or a listener's request
+	 * accepted onto it. A peer that is gone still ends it
+	 * (MR_EVENT_RETRY_EXCEEDED). A daemon that predates it ignores it. */
+	int rnr_retry_forever;
 };
 
 int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp **out);

@@ -73,8 +73,9 @@ int mr_create_qp(struct mr_ctx *ctx, const struct mr_qp_attr *attr, struct mr_qp
 	char body[200], cqf[32] = "";
 	if (a.cq)
 		snprintf(cqf, sizeof cqf, ",\"cq\":%u", a.cq->num);
-	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d%s%s}",
-		 a.sq_slots, a.cq_slots, a.engine, a.events ? ",\"events\":true" : "", cqf);
+	snprintf(body, sizeof body, "\"op\":\"create_qp\",\"sq_slots\":%u,\"cq_slots\":%u,\"engine\":%d%s%s%s}",
+		 a.sq_slots, a.cq_slots, a.engine, a.events ? ",\"events\":true" : "", cqf,
+		 a.rnr_retry_forever ? ",\"rnr_retry_forever\":true" : "");
 	/* With a shared CQ: the send queue and the doorbell, no CQ ring. */
 	int want = a.cq ? 2 : 3;
 	struct mr_reply r;

@@ -162,7 +162,13 @@ int main(int argc, char **argv)
 	EXPECT(fi_cntr_readerr(cntr), 0);
 	MUST(fi_close(&cntr->fid));
 	struct fid_poll *ps = NULL;
-	EXPECT(fi_poll_open(dom, &(struct fi_poll_attr){0}, &ps), -FI_ENOSYS);
+	/* poll sets take this provider's CQs and counters only, each once */
+	MUST(fi_poll_open(dom, &(struct fi_poll_attr){0}, &ps));
+	EXPECT(fi_poll_add(ps, &dom->fid, 0), -FI_EINVAL);
+	EXPECT(fi_poll_del(ps, &dom->fid, 0), -FI_ENOENT);
+	void *pctx[2];
+	EXPECT(fi_poll(ps, pctx, 2), 0);
+	MUST(fi_close(&ps->fid));
 	struct fid_ep *sep = NULL, *srx = NULL;
 	EXPECT(fi_scalable_ep(dom, info, &sep, NULL), -FI_ENOSYS);
 	struct fid_stx *stx = NULL;

@@ -306,6 +306,15 @@ static int hostile(const char *sock, const char *c)
 		goto out;
 	}
 	MUST(e);
+	if (strcmp(c, "attr-rnr-forever") == 0) {
+		/* The fake daemon refuses the queue pair unless create_qp
+		 * carried rnr_retry_forever. */
+		e = mr_create_qp(ctx, &(struct mr_qp_attr){.rnr_retry_forever = 1}, &qp);
+		CHECK(e == MR_OK, "%s: create_qp: %s (%s)", c, mr_strerror(e), mr_ctx_error(ctx));
+		if (qp)
+			mr_destroy_qp(qp);
+		goto out;
+	}
 	e = mr_create_qp(ctx, strcmp(c, "event-unknown") == 0 ? &(struct mr_qp_attr){.events = 1} : NULL, &qp);
 	if (strcmp(c, "cq-index") == 0 || strcmp(c, "sq-index") == 0 || strcmp(c, "bad-cqe") == 0) {
 		MUST(e);
