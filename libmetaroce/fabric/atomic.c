@@ -101,6 +101,9 @@ _Static_assert(AMO_RQ_BUF <= MRP_SLOT, "a request fits the peer's receive slot")
 _Static_assert(sizeof(struct amo_req_hdr) + 2 * AMO_MAX <= AMO_RQ_BUF, "a compare request fits its buffer");
 _Static_assert(sizeof(struct amo_resp_hdr) + AMO_MAX <= AMO_BUF, "a response fits its buffer");
 _Static_assert(AMO_TX < 64, "responses fit the inbound queue pair's send queue");
+/* An endpoint's atomics in flight never fill a peer's receive slots by
+ * themselves: the last of them still finds one posted, not an RNR wait. */
+_Static_assert(AMO_RQ <= MRP_RX_PEER, "atomics in flight fit the peer's receive slots");
 
 /* wr_ids of ours: 0x40 in the top byte (neither the operations' indices
  * nor ep.c's WR_READY and WR_HELLO), what it is, and an index. */

@@ -942,7 +942,8 @@ static void check_access(struct ep *e, fi_addr_t peer, const struct srv *sv, fi_
 	POSTW(e, FI_ATOMIC | FI_READ, FI_EACCES, ea,
 	      fi_fetch_atomic(e->ep, NULL, 1, NULL, &got, NULL, peer, sv->wo, sv->wokey, FI_UINT64, FI_ATOMIC_READ, W));
 	POSTW(e, FI_ATOMIC | FI_READ, FI_EACCES, ea,
-	      fi_compare_atomic(e->ep, &one, 1, NULL, &cmpv, NULL, &got, NULL, peer, sv->wo, sv->wokey, FI_UINT64, FI_CSWAP, W));
+	      fi_compare_atomic(e->ep, &one, 1, NULL, &cmpv, NULL, &got, NULL, peer, sv->wo, sv->wokey, FI_UINT64,
+				FI_CSWAP, W));
 	POSTW(e, FI_ATOMIC | FI_WRITE, 0, "a write of write-only memory",
 	      fi_atomic(e->ep, &wov, 1, NULL, peer, sv->wo, sv->wokey, FI_UINT64, FI_ATOMIC_WRITE, W));
 	/* offset domain: keys are the application's, addresses offsets */
@@ -969,8 +970,9 @@ static void check_self(struct side *v, struct ep *e)
 	fi_addr_t me = insert(v, e->name);
 	uint32_t add = 1000, old = 0, now = 0, exp0;
 	memcpy(&exp0, l.buf + 64, 4);
+	uint64_t at = (uint64_t)(uintptr_t)l.buf + 64;
 	POSTW(e, FI_ATOMIC | FI_READ, 0, "an atomic to itself",
-	      fi_fetch_atomic(e->ep, &add, 1, NULL, &old, NULL, me, (uint64_t)(uintptr_t)l.buf + 64, fi_mr_key(l.mr), FI_UINT32, FI_SUM, W));
+	      fi_fetch_atomic(e->ep, &add, 1, NULL, &old, NULL, me, at, fi_mr_key(l.mr), FI_UINT32, FI_SUM, W));
 	wait_all();
 	memcpy(&now, l.buf + 64, 4);
 	CHECK(old == exp0 && now == exp0 + 1000, "self: old %u now %u, want %u and %u", old, now, exp0, exp0 + 1000);
