@@ -144,3 +144,35 @@ install-clib: deps-install clib
 .PHONY: install-wireshark
 install-wireshark:
 	DESTDIR='$(DESTDIR)' DATADIR='$(DATADIR)' ./deploy/wireshark/install.sh
+
+# make fabtests: libfabric's own test suite (fabtests 1.17.0, matching
+# Debian's libfabric) through the metaroce provider and through
+# tcp;ofi_rxm, two namespaces through a lossy switch, at 0 and 1% loss:
+# a table per provider and loss, a summary and a verdict (docs/libfabric.md,
+# "fabtests"). Root. fabtests is not in this repository: the first run
+# builds it from FABTESTS_SRC (a libfabric checkout: a libfabric or
+# fabtests tree, or GITDIR@v1.17.0) into /var/cache/metaroce/fabtests-1.17.0
+# (FABTESTS_CACHE); without a source or a cached build it says so and
+# skips. FABTESTS_FLAGS go to `metaroce fabtests` (-oob, -loss 0, -json,
+# -out FILE, -timeout 60s, -match REGEXP; -h lists them).
+FABTESTS_FLAGS ?=
+.PHONY: fabtests deps-fabtests
+deps-fabtests:
+	@./scripts/deps.sh fabtests
+fabtests: deps-fabtests build clib
+	./bin/metaroce fabtests -provider-dir $(CLIB_OUT) $(FABTESTS_FLAGS)
+
+# make demo-mpi: Open MPI over the metaroce provider beside Open MPI over
+# its TCP BTL, -hosts 4 x -ranks-per-host 2 in namespaces through a lossy
+# switch, at 0 and 1% loss: the OSU micro-benchmarks with validation and a
+# data-parallel training loop (docs/demo.md, "The MPI demo"). Root; Open
+# MPI from openmpi-bin and libopenmpi-dev (make deps-test). OSU is not in
+# this repository: the first run builds it from OSU_SRC (a source tree or
+# a git directory) into /var/cache/metaroce/osu; without either it says so
+# and runs the training loop alone. MPI_DEMO_FLAGS go to `metaroce demo
+# -topology mpi` (-json, -out DIR, -hosts N, -ranks-per-host R; -h lists
+# them).
+MPI_DEMO_FLAGS ?=
+.PHONY: demo-mpi
+demo-mpi: deps-demo build clib
+	./bin/metaroce demo -topology mpi -provider-dir $(CLIB_OUT) $(MPI_DEMO_FLAGS)

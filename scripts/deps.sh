@@ -5,7 +5,7 @@
 # `make install`, so a fresh machine needs no other step. Without root (or
 # without apt-get) it refuses, naming the exact packages to install.
 #
-#   scripts/deps.sh test|demo|install|all
+#   scripts/deps.sh test|demo|install|fabtests|all
 #
 # Each entry is "command:package": the command a test or demo runs, and the
 # Debian package that ships it. A command already on PATH is taken as
@@ -38,6 +38,17 @@ test_deps=(
 install_deps=(
 	cc:gcc
 )
+# make fabtests (metaroce fabtests): the namespaces, and what building
+# libfabric's fabtests from a checkout needs (./autogen.sh, configure, make).
+fabtests_deps=(
+	"${demo_deps[@]}"
+	make:make
+	cc:gcc
+	autoreconf:autoconf
+	automake:automake
+	libtoolize:libtool
+	fi_info:libfabric-bin
+)
 # libbpf-dev and libfabric-dev ship headers, not commands: checked by file.
 libfabric_header=/usr/include/rdma/fabric.h:libfabric-dev # the provider's build (-lfabric)
 header_deps=(/usr/include/bpf/bpf_helpers.h:libbpf-dev "$libfabric_header")
@@ -46,9 +57,10 @@ case "${1:-}" in
 demo) want=("${demo_deps[@]}"); headers=() ;;
 test) want=("${test_deps[@]}"); headers=("${header_deps[@]}") ;;
 install) want=("${install_deps[@]}"); headers=("$libfabric_header") ;;
+fabtests) want=("${fabtests_deps[@]}"); headers=("$libfabric_header") ;;
 all) want=("${test_deps[@]}"); headers=("${header_deps[@]}") ;;
 *)
-	echo "usage: $0 test|demo|install|all" >&2
+	echo "usage: $0 test|demo|install|fabtests|all" >&2
 	exit 2
 	;;
 esac

@@ -61,9 +61,10 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	}
 	empty := t.TempDir()
 	for purpose, want := range map[string]string{
-		"demo":    "ethtool iproute2 nftables procps",
-		"install": "gcc libfabric-dev",
-		"test":    "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev libopenmpi-dev llvm make nftables openmpi-bin procps prometheus systemd tcpdump tshark",
+		"demo":     "ethtool iproute2 nftables procps",
+		"install":  "gcc libfabric-dev",
+		"fabtests": "autoconf automake ethtool gcc iproute2 libfabric-bin libfabric-dev libtool make nftables procps",
+		"test":     "clang ethtool gcc iproute2 libbpf-dev libfabric-bin libfabric-dev libopenmpi-dev llvm make nftables openmpi-bin procps prometheus systemd tcpdump tshark",
 	} {
 		bin, log := fakeBin(t)
 		out, err := runDeps(t, bin, empty, purpose)
@@ -82,13 +83,13 @@ func TestDepsOnFreshMachine(t *testing.T) {
 	}
 	// Everything present: nothing installed.
 	bin, log := fakeBin(t, "ip", "nft", "ethtool", "sysctl", "make", "clang", "llvm-strip", "promtool", "prometheus", "systemd-analyze", "tshark", "tcpdump",
-		"cc", "fi_info", "fi_pingpong", "mpirun", "mpicc")
+		"cc", "fi_info", "fi_pingpong", "mpirun", "mpicc", "autoreconf", "automake", "libtoolize")
 	hdr := filepath.Join(empty, "usr/include/bpf")
 	os.MkdirAll(hdr, 0o755)
 	os.WriteFile(filepath.Join(hdr, "bpf_helpers.h"), nil, 0o644)
 	os.MkdirAll(filepath.Join(empty, "usr/include/rdma"), 0o755)
 	os.WriteFile(filepath.Join(empty, "usr/include/rdma/fabric.h"), nil, 0o644)
-	for _, purpose := range []string{"test", "install", "demo"} {
+	for _, purpose := range []string{"test", "install", "demo", "fabtests"} {
 		if out, err := runDeps(t, bin, empty, purpose); err != nil || out != "" {
 			t.Errorf("all present, %s: %v %q", purpose, err, out)
 		}

@@ -36,7 +36,7 @@ func exitCode(err error) int {
 func TestHelpExitsZero(t *testing.T) {
 	bin := buildTool(t)
 	for _, sub := range [][]string{{"sim"}, {"demo"}, {"demo", "-topology", "leafspine"}, {"perf", "write-bw"},
-		{"perf", "write-lat"}, {"status"}, {"qps"}, {"paths"}, {"top"}, {"compliance"}, {"version"}, {"daemon"}} {
+		{"perf", "write-lat"}, {"status"}, {"qps"}, {"paths"}, {"top"}, {"compliance"}, {"fabtests"}, {"version"}, {"daemon"}} {
 		name := strings.Join(sub, " ")
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(bin, append(sub, "-h")...)

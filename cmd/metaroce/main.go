@@ -30,6 +30,7 @@ commands:
   paths       each connection's logical paths: state, RTT, marks, losses, repaths
   top         a live view of engines and connections, refreshed in place
   compliance  the packet-level conformance suite against -target ADDR or a -spawned metaroced
+  fabtests    libfabric's fabtests through the metaroce provider and tcp;ofi_rxm, in namespaces (root)
   decode      a pcap or pcapng capture of MetaRoCE traffic: fields, connections, loss, RTT
   daemon      run metaroced itself (the demos start their daemons this way)
   version     print the version and exit
@@ -47,6 +48,7 @@ var commands = map[string]func(args []string, out io.Writer) error{
 	"paths":      runPaths,
 	"top":        runTop,
 	"compliance": runCompliance,
+	"fabtests":   demo.Fabtests,
 	"decode":     decode.Run,
 	"version": func(args []string, out io.Writer) error {
 		if err := cli.Parse(cli.NewFlagSet("metaroce version", out), args); err != nil {
