@@ -203,7 +203,9 @@ static int getinfo(uint32_t version, const char *node, const char *service, uint
 	if (e)
 		return e;
 	uint64_t caps = MRP_MSG_CAPS | MRP_RMA_CAPS | MRP_SEC_CAPS;
-	enum fi_av_type av = FI_AV_TABLE;
+	/* Either kind is fine here (an fi_addr_t is the index in both): unless
+	 * asked, say so, and the application picks (fi_domain(3)). */
+	enum fi_av_type av = FI_AV_UNSPEC;
 	int rma = rma_modes(version, hints);
 	if (hints) {
 		const struct fi_domain_attr *hd = hints->domain_attr;
