@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -128,6 +129,7 @@ type Program struct {
 	counters *ebpf.Map
 	port     uint16
 	frags    bool
+	stamped  bool
 
 	mu     sync.Mutex // guards the fields below
 	link   link.Link  // nil until Attach succeeds; Close closes it
@@ -142,6 +144,27 @@ func Load(opts Options) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load xdp steering program: %w", err)
 	}
+	name, plain := steerProgXdpSteer, steerProgXdpSteerNostamp
+	if s.frags {
+		name, plain = steerProgXdpSteerFrags, steerProgXdpSteerFragsNostamp
+	}
+	p, err := loadOne(s, name)
+	if err != nil && strings.Contains(err.Error(), "bpf_xdp_adjust_meta") {
+		// This kernel refuses the arrival stamp's helper to every XDP
+		// program (its verifier: "program of this type cannot use
+		// helper"): the same program without the stamp; the engines then
+		// time packets as they take them from the ring.
+		p, err = loadOne(s, plain)
+		if p != nil {
+			p.stamped = false
+		}
+	}
+	return p, err
+}
+
+// loadOne loads program name of the collection alone, so no other variant is
+// ever verified.
+func loadOne(s spec, name string) (*Program, error) {
 	cs, err := loadSteer()
 	if err != nil {
 		return nil, err
@@ -150,14 +173,11 @@ func Load(opts Options) (*Program, error) {
 		return nil, fmt.Errorf("set port: %w", err)
 	}
 	cs.Maps[steerMapXsks].MaxEntries = s.queues
-
-	// Load only the variant asked for, so the other is never verified.
-	name, other := steerProgXdpSteer, steerProgXdpSteerFrags
-	if s.frags {
-		name, other = other, name
+	for n := range cs.Programs {
+		if n != name {
+			delete(cs.Programs, n)
+		}
 	}
-	delete(cs.Programs, other)
-
 	coll, err := ebpf.NewCollection(cs)
 	if err != nil {
 		return nil, fmt.Errorf("load xdp program %s: %w", name, err)
@@ -171,8 +191,14 @@ func Load(opts Options) (*Program, error) {
 		counters: coll.DetachMap(steerMapCounters),
 		port:     s.port,
 		frags:    s.frags,
+		stamped:  true,
 	}, nil
 }
+
+// Stamped reports whether the program writes each MetaRoCE packet's
+// arrival time into its metadata (false on a kernel that refuses
+// bpf_xdp_adjust_meta to XDP programs).
+func (p *Program) Stamped() bool { return p.stamped }
 
 // Port reports the UDP destination port the program matches.
 func (p *Program) Port() uint16 { return p.port }

@@ -28,12 +28,14 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	steerMapCounters       = "counters"
-	steerMapXsks           = "xsks"
-	steerProgXdpSteer      = "xdp_steer"
-	steerProgXdpSteerFrags = "xdp_steer_frags"
-	steerVarCounterMax     = "counter_max"
-	steerVarMetarocePort   = "metaroce_port"
+	steerMapCounters              = "counters"
+	steerMapXsks                  = "xsks"
+	steerProgXdpSteer             = "xdp_steer"
+	steerProgXdpSteerFrags        = "xdp_steer_frags"
+	steerProgXdpSteerFragsNostamp = "xdp_steer_frags_nostamp"
+	steerProgXdpSteerNostamp      = "xdp_steer_nostamp"
+	steerVarCounterMax            = "counter_max"
+	steerVarMetarocePort          = "metaroce_port"
 )
 
 // loadSteer returns the embedded CollectionSpec for steer.
@@ -78,8 +80,10 @@ type steerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type steerProgramSpecs struct {
-	XdpSteer      *ebpf.ProgramSpec `ebpf:"xdp_steer"`
-	XdpSteerFrags *ebpf.ProgramSpec `ebpf:"xdp_steer_frags"`
+	XdpSteer             *ebpf.ProgramSpec `ebpf:"xdp_steer"`
+	XdpSteerFrags        *ebpf.ProgramSpec `ebpf:"xdp_steer_frags"`
+	XdpSteerFragsNostamp *ebpf.ProgramSpec `ebpf:"xdp_steer_frags_nostamp"`
+	XdpSteerNostamp      *ebpf.ProgramSpec `ebpf:"xdp_steer_nostamp"`
 }
 
 // steerMapSpecs contains maps before they are loaded into the kernel.
@@ -141,14 +145,18 @@ type steerVariables struct {
 //
 // It can be passed to loadSteerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type steerPrograms struct {
-	XdpSteer      *ebpf.Program `ebpf:"xdp_steer"`
-	XdpSteerFrags *ebpf.Program `ebpf:"xdp_steer_frags"`
+	XdpSteer             *ebpf.Program `ebpf:"xdp_steer"`
+	XdpSteerFrags        *ebpf.Program `ebpf:"xdp_steer_frags"`
+	XdpSteerFragsNostamp *ebpf.Program `ebpf:"xdp_steer_frags_nostamp"`
+	XdpSteerNostamp      *ebpf.Program `ebpf:"xdp_steer_nostamp"`
 }
 
 func (p *steerPrograms) Close() error {
 	return _SteerClose(
 		p.XdpSteer,
 		p.XdpSteerFrags,
+		p.XdpSteerFragsNostamp,
+		p.XdpSteerNostamp,
 	)
 }
 

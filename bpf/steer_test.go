@@ -3,9 +3,11 @@ package bpf
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
 
@@ -377,5 +379,43 @@ func TestChecksum(t *testing.T) {
 	ip := packet{options: 8, payload: metaroce(1, 33)}.frame()[14 : 14+28]
 	if got := checksum(0, ip); got != 0 {
 		t.Errorf("built IPv4 header does not verify: %#04x", got)
+	}
+}
+
+// adjustMetaAllowed asks the kernel whether an XDP program may call
+// bpf_xdp_adjust_meta, with the smallest program that does.
+func adjustMetaAllowed(t *testing.T) bool {
+	t.Helper()
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: asm.Instructions{
+		asm.Mov.Imm(asm.R2, -8),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.Mov.Imm(asm.R0, 2),
+		asm.Return(),
+	}})
+	if err != nil {
+		if strings.Contains(err.Error(), "bpf_xdp_adjust_meta") {
+			return false
+		}
+		t.Fatalf("load the probe program: %v", err)
+	}
+	p.Close()
+	return true
+}
+
+// TestLoadFallsBackWithoutStamp: Load gives the stamping program where the
+// kernel lets XDP programs call bpf_xdp_adjust_meta, and the same program
+// without the stamp where it refuses (6.18.44-fc did), both variants.
+func TestLoadFallsBackWithoutStamp(t *testing.T) {
+	requireBPF(t)
+	want := adjustMetaAllowed(t)
+	for _, frags := range []bool{false, true} {
+		p, err := Load(Options{Frags: frags})
+		if err != nil {
+			t.Fatalf("frags %v: %v", frags, err)
+		}
+		if p.Stamped() != want {
+			t.Errorf("frags %v: Stamped() = %v, want %v (the kernel allows adjust_meta: %v)", frags, p.Stamped(), want, want)
+		}
+		p.Close()
 	}
 }

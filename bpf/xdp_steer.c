@@ -124,7 +124,7 @@ static __always_inline int drop(enum counter why)
 	return XDP_DROP;
 }
 
-static __always_inline int steer(struct xdp_md *ctx, const int frags)
+static __always_inline int steer(struct xdp_md *ctx, const int frags, const int stamp)
 {
 	// One scratch area for the frags copy path; only one header is alive
 	// at a time.
@@ -211,7 +211,11 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 	// stamps the packet itself when it takes it from the ring. A
 	// multi-buffer frame is stamped too: the metadata sits before its
 	// first buffer, and AF_XDP copies it into the chain's first chunk.
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
+	// A kernel that refuses the helper to XDP programs altogether (seen:
+	// 6.18.44-fc, "program of this type cannot use helper
+	// bpf_xdp_adjust_meta") gets the variants built with stamp 0, which
+	// never call it (steer.go falls back to them).
+	if (stamp && bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
 		void *data = (void *)(long)ctx->data;
 		__u64 *meta = (void *)(long)ctx->data_meta;
 
@@ -229,7 +233,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int frags)
 SEC("xdp")
 int xdp_steer(struct xdp_md *ctx)
 {
-	return steer(ctx, 0);
+	return steer(ctx, 0, 1);
 }
 
 // Same program, loaded with BPF_F_XDP_HAS_FRAGS (cilium/ebpf sets the flag
@@ -238,5 +242,20 @@ int xdp_steer(struct xdp_md *ctx)
 SEC("xdp.frags")
 int xdp_steer_frags(struct xdp_md *ctx)
 {
-	return steer(ctx, 1);
+	return steer(ctx, 1, 1);
+}
+
+// The two variants again without the arrival stamp, for kernels that
+// refuse bpf_xdp_adjust_meta to the program type: the engine then times
+// each packet when it takes it from the ring.
+SEC("xdp")
+int xdp_steer_nostamp(struct xdp_md *ctx)
+{
+	return steer(ctx, 0, 0);
+}
+
+SEC("xdp.frags")
+int xdp_steer_frags_nostamp(struct xdp_md *ctx)
+{
+	return steer(ctx, 1, 0);
 }
