@@ -109,9 +109,10 @@ type DemoResult struct {
 // topologies are -topology's values; topologyUsage is its help in every
 // topology's flag set, so each -h lists them all.
 const (
-	topologies    = "star, leafspine, incast, libfabric, conns or planes"
+	topologies    = "star, leafspine, incast, libfabric, mpi, conns or planes"
 	topologyUsage = "the demo's fabric: star (two hosts through one switch), leafspine (two leaves over four spines, one cut mid-run), " +
 		"incast (senders into one ECN-marking port), libfabric (fi_pingpong through the metaroce provider and libfabric's own) " +
+		"mpi (Open MPI's OSU micro-benchmarks and a data-parallel training loop over the metaroce provider and over TCP, -hosts x -ranks-per-host) " +
 		"conns (10,000 connections between two daemons, each with a verified WRITE, and a ping-pong beside them) " +
 		"or planes (two hosts on -planes independent planes, one plane blackholed and restored mid-transfer, MPTCP and TCP beside); " +
 		"each has its own flags: -topology NAME -h (docs/demo.md)"
@@ -167,6 +168,8 @@ func Run(args []string, out io.Writer) error {
 		return runIncastDemo(args, out)
 	case "libfabric":
 		return runLibfabricDemo(args, out)
+	case "mpi":
+		return runMPIDemo(args, out)
 	case "conns":
 		return runConnsDemo(args, out)
 	case "planes":

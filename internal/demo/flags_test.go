@@ -44,23 +44,23 @@ func TestRateFlags(t *testing.T) {
 }
 
 // TestTopologyHelp: every topology's -h says what -topology takes, the
-// same way: all six names, where each one's flags are.
+// same way: all seven names, where each one's flags are.
 func TestTopologyHelp(t *testing.T) {
-	for _, topo := range []string{"star", "leafspine", "incast", "libfabric", "conns", "planes"} {
+	for _, topo := range []string{"star", "leafspine", "incast", "libfabric", "mpi", "conns", "planes"} {
 		var out strings.Builder
 		if err := Run([]string{"-topology", topo, "-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("-topology %s -h: %v", topo, err)
 		}
 		_, help, _ := strings.Cut(out.String(), "  -topology")
 		help, _, _ = strings.Cut(help, "\n  -")
-		for _, want := range []string{"star (", "leafspine (", "incast (", "libfabric (", "conns (", "planes (", "-topology NAME -h", `(default "` + topo + `")`} {
+		for _, want := range []string{"star (", "leafspine (", "incast (", "libfabric (", "mpi (", "conns (", "planes (", "-topology NAME -h", `(default "` + topo + `")`} {
 			if !strings.Contains(help, want) {
 				t.Errorf("-topology %s -h: the -topology help lacks %q:\n%s", topo, want, help)
 			}
 		}
 	}
 	if err := Run([]string{"-topology", "torus"}, new(strings.Builder)); !errors.Is(err, cli.ErrUsage) ||
-		!strings.Contains(err.Error(), "want star, leafspine, incast, libfabric, conns or planes") {
+		!strings.Contains(err.Error(), "want star, leafspine, incast, libfabric, mpi, conns or planes") {
 		t.Errorf("-topology torus: %v", err)
 	}
 }
