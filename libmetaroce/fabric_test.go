@@ -31,6 +31,37 @@ func buildProvider(t *testing.T, dir string, extra ...string) {
 	}
 }
 
+// provTest is what a provider test between two hosts needs: the provider
+// and the C program prog, both built under AddressSanitizer and
+// UndefinedBehaviorSanitizer, two hosts through a switch dropping 1%, and
+// a daemon in each (socks, in the hosts' order).
+type provTest struct {
+	prov, bin string
+	a, b      *testnet.Host
+	socks     []string
+}
+
+func newProvTest(t *testing.T, prog string) provTest {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	dir := t.TempDir()
+	prov := filepath.Join(dir, "prov")
+	if err := os.Mkdir(prov, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	buildProvider(t, prov, "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
+	bin := buildC(t, dir, prog, "-lfabric")
+	star := testnet.NewStar(t, 2, testnet.Config{})
+	if err := star.Switch.SetLoss(0.01); err != nil {
+		t.Fatal(err)
+	}
+	a, b := star.Hosts[0], star.Hosts[1]
+	socks, _ := daemons(t, dir, a, b)
+	return provTest{prov: prov, bin: bin, a: a, b: b, socks: socks}
+}
+
 // TestFiProviderOps runs tests/fiops.c, built like the other C tests
 // under AddressSanitizer and UndefinedBehaviorSanitizer, with the provider
 // built so too, against one daemon: no ops table, and no member of one, of
@@ -216,22 +247,8 @@ func TestFiPingpong(t *testing.T) {
 // wait set stays three descriptors with four peers (the endpoint's one
 // shared CQ), each peer costing exactly three descriptors.
 func TestFiFeatures(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
-	dir := t.TempDir()
-	prov := filepath.Join(dir, "prov")
-	if err := os.Mkdir(prov, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buildProvider(t, prov, "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
-	bin := buildC(t, dir, "fitest", "-lfabric")
-	star := testnet.NewStar(t, 2, testnet.Config{})
-	if err := star.Switch.SetLoss(0.01); err != nil {
-		t.Fatal(err)
-	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	socks, _ := daemons(t, dir, a, b)
+	pt := newProvTest(t, "fitest")
+	prov, bin, a, b, socks := pt.prov, pt.bin, pt.a, pt.b, pt.socks
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	srv := start(t, ctx, b, bin, "server", socks[1], prov, "4")

@@ -2,13 +2,9 @@ package libmetaroce
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/metaroce/metaroce/internal/testnet"
 )
 
 // TestFiAddressing runs tests/fiaddr.c, built with the provider under
@@ -26,22 +22,8 @@ import (
 //     moment (simultaneous connects refused both with -FI_ECONNREFUSED
 //     while each waited in its connect for the other's accept).
 func TestFiAddressing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
-	dir := t.TempDir()
-	prov := filepath.Join(dir, "prov")
-	if err := os.Mkdir(prov, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buildProvider(t, prov, "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
-	bin := buildC(t, dir, "fiaddr", "-lfabric")
-	star := testnet.NewStar(t, 2, testnet.Config{})
-	if err := star.Switch.SetLoss(0.01); err != nil {
-		t.Fatal(err)
-	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	socks, _ := daemons(t, dir, a, b)
+	pt := newProvTest(t, "fiaddr")
+	prov, bin, a, b, socks := pt.prov, pt.bin, pt.a, pt.b, pt.socks
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 

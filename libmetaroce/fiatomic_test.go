@@ -2,13 +2,9 @@ package libmetaroce
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/metaroce/metaroce/internal/testnet"
 )
 
 // TestFiAtomic runs tests/fiatomic.c, built with the provider under
@@ -32,22 +28,8 @@ import (
 // fi_cntr_set and add; the server's receive counter counts receives that
 // make no CQ entry and a truncated one as an error.
 func TestFiAtomic(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
-	dir := t.TempDir()
-	prov := filepath.Join(dir, "prov")
-	if err := os.Mkdir(prov, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buildProvider(t, prov, "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
-	bin := buildC(t, dir, "fiatomic", "-lfabric")
-	star := testnet.NewStar(t, 2, testnet.Config{})
-	if err := star.Switch.SetLoss(0.01); err != nil {
-		t.Fatal(err)
-	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	socks, _ := daemons(t, dir, a, b)
+	pt := newProvTest(t, "fiatomic")
+	prov, bin, a, b, socks := pt.prov, pt.bin, pt.a, pt.b, pt.socks
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	srv := start(t, ctx, b, bin, "server", socks[1], prov)

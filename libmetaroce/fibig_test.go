@@ -2,13 +2,9 @@ package libmetaroce
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/metaroce/metaroce/internal/testnet"
 )
 
 // TestFiBig runs tests/fibig.c, built with the provider under
@@ -34,22 +30,8 @@ import (
 // fails the send (the receiver closed its endpoint) and the receive (the
 // sender died), without a hang.
 func TestFiBig(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
-	dir := t.TempDir()
-	prov := filepath.Join(dir, "prov")
-	if err := os.Mkdir(prov, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	buildProvider(t, prov, "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
-	bin := buildC(t, dir, "fibig", "-lfabric")
-	star := testnet.NewStar(t, 2, testnet.Config{})
-	if err := star.Switch.SetLoss(0.01); err != nil {
-		t.Fatal(err)
-	}
-	a, b := star.Hosts[0], star.Hosts[1]
-	socks, _ := daemons(t, dir, a, b)
+	pt := newProvTest(t, "fibig")
+	prov, bin, a, b, socks := pt.prov, pt.bin, pt.a, pt.b, pt.socks
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	srv := start(t, ctx, b, bin, "server", socks[1], prov)
