@@ -1,0 +1,6 @@
+//go:build race
+
+package demo
+
+// underRace: this test binary runs under the race detector.
+const underRace = true
